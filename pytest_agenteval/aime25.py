@@ -1,0 +1,100 @@
+"""AIME 2025: text-only (one boxed answer) and retool (Python between turns)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import data
+from .options import Settings
+from .records import Problem, Rollout, Score, content_hash
+from .scorers import MATH_SCORERS, math_verify_version, normalize_integer_answer
+from .suite import DataError, RolloutContext, Suite
+
+TEXT_ONLY_SUFFIX = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
+
+
+def text_only_messages(problem: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"{problem}{TEXT_ONLY_SUFFIX}"}]
+
+
+class Aime25(Suite):
+    name = "aime25"
+    markers = {"aime25": "AIME 2025 problems (suite aime25)"}
+    score_fields = ("predicted_answer", "boxed_answer", "reward_boxed", "scorers_disagree",
+                    "scorer")  # fmt: skip
+
+    def _source(self, settings: Settings) -> tuple[str, str]:
+        if settings.dataset_path:
+            return settings.dataset_path, "--dataset-path"
+        return settings.dataset_id, "--dataset-id"
+
+    def load(self, settings: Settings) -> list[Problem]:
+        source, option = self._source(settings)
+        rows = data.load_rows(source, option=option, revision=settings.dataset_revision)
+        where = f"{option} {source}"
+        data.require_columns(rows, ("problem", "answer"), where)
+        ids = [row.get("id", index) for index, row in enumerate(rows)]
+        data.require_unique(ids, where)
+        integer_rule = settings.effective_scorer == "boxed-integer"
+        problems = []
+        for index, (row, problem_id) in enumerate(zip(rows, ids)):
+            text = str(row["problem"] or "").strip()
+            if not text:
+                raise DataError(f"{where}: problem {problem_id!r} has an empty `problem`")
+            answer = _reference(row["answer"], problem_id, where, integer_rule)
+            problems.append(Problem(self.name, problem_id, index, text, answer, ("aime25",)))
+        return problems
+
+    async def rollout(self, ctx: RolloutContext) -> Rollout:
+        if ctx.settings.mode == "retool":
+            from .retool import retool_rollout
+
+            return await retool_rollout(ctx)
+        completion = await ctx.sampler.complete(text_only_messages(ctx.problem.text), ctx.params())
+        return Rollout(
+            text=completion.text,
+            stop_reason="length" if completion.finish_reason == "length" else "answer",
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+            attempts=completion.attempts,
+            retries=max(0, completion.attempts - 1),
+            cached=completion.cached,
+        )
+
+    def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
+        return MATH_SCORERS[settings.effective_scorer](rollout.text, problem.reference)
+
+    def prompt_hash(self, problem: Problem, settings: Settings) -> str:
+        if settings.mode == "retool":
+            from .retool import initial_messages
+
+            return content_hash(initial_messages(problem.text, settings))
+        return content_hash(text_only_messages(problem.text))
+
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        source, _ = self._source(settings)
+        return {
+            "dataset": settings.dataset_id,
+            **data.describe_source(source, settings.dataset_revision),
+            "mode": settings.mode,
+            "scorer": settings.effective_scorer,
+            "scorer_version": f"math-verify {math_verify_version()}",
+        }
+
+    def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return [("mode / scorer", f"{summary.get('mode')} / {summary.get('scorer')}")]
+
+
+def _reference(raw: Any, problem_id: Any, where: str, integer_rule: bool) -> Any:
+    if integer_rule:
+        value = normalize_integer_answer(str(raw))
+        if value is None:
+            raise DataError(
+                f"{where}: answer {raw!r} of problem {problem_id!r} is not an integer; "
+                "the text-only scorer needs integer answers (or pass --scorer math-verify-tail)"
+            )
+        return value
+    return str(raw).strip()

@@ -1,0 +1,196 @@
+"""On the controller (or the only process): collect records from test reports, write
+the results file, print the summary and let the gates decide the exit status."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import report
+from .gate import Gate, GateResult, evaluate_gate
+from .options import Settings
+from .records import ProblemRecord, problem_from_dict
+from .registry import suite_by_name
+from .results import (
+    ResultsFile,
+    default_out_path,
+    package_versions,
+    request_totals,
+    token_totals,
+)
+from .samplers import ModelChoice, describe_model
+
+RECORD_KEY = "agenteval_record"
+CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
+
+
+class ResultsCollector:
+    def __init__(self, config: pytest.Config, settings: Settings, gates: Sequence[Gate],
+                 choice: ModelChoice) -> None:  # fmt: skip
+        self.config = config
+        self.settings = settings
+        self.gates = list(gates)
+        self.choice = choice
+        self.started = time.time()
+        self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
+        self.expected: list[str] = []
+        self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
+        self.results_file = ResultsFile()
+        self.out_path: Path | None = Path(settings.out) if settings.out else None
+        self.summaries: list[dict[str, Any]] = []
+        self.gate_results: list[GateResult] = []
+        self.written: Path | None = None
+
+    # -- what should run ---------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.expected = [item.nodeid for item in session.items]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        if not self.expected:
+            self.expected = list(ids)
+
+    # -- what did run ------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == RECORD_KEY and report.nodeid not in self.records:
+                self.records[report.nodeid] = value
+                self.results_file.stream(self._partial_target(value["suite"]), value)
+                if value.get("error"):
+                    self.infra_errors[report.nodeid] = value["error"]
+        if report.failed and report.when != "call":
+            self.infra_errors.setdefault(report.nodeid, _first_line(report.longreprtext))
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        if report.when == CRASH_WHEN and report.failed:
+            return "error", "E", "ERROR"  # a dead worker is infrastructure, not a wrong answer
+        return None
+
+    def _partial_target(self, suite: str) -> Path:
+        if self.out_path is None:
+            self.out_path = default_out_path([suite], self.choice.label, self.started)
+        return self.out_path
+
+    # -- the end -----------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)
+        for data in self.records.values():
+            suite = suite_by_name(data["suite"])
+            by_suite[data["suite"]].append(problem_from_dict(data, suite.score_fields))
+        if not by_suite and not self.gates:
+            self.results_file.close()
+            return
+        missing = self._missing()
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        self.summaries = [
+            self._summary(name, sorted(records, key=lambda r: r.index), missing, interrupted)
+            for name, records in sorted(by_suite.items())
+        ]
+        self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries})
+                             for g in self.gates]  # fmt: skip
+        for summary in self.summaries:
+            summary["gates"] = [r.as_dict() for r in self.gate_results
+                                if r.gate.suite == summary["suite"]]  # fmt: skip
+        if by_suite:
+            self._write(by_suite)
+        self._decide_exit(session)
+
+    def _missing(self) -> list[str]:
+        """Expected items of agenteval files that produced no record."""
+        files = {nodeid.split("::")[0] for nodeid in self.records}
+        return [n for n in self.expected if n not in self.records and n.split("::")[0] in files]
+
+    def _summary(self, name: str, records: list[ProblemRecord], missing: list[str],
+                 interrupted: bool) -> dict[str, Any]:  # fmt: skip
+        suite = suite_by_name(name)
+        settings = self.settings
+        scored = [r for r in records if r.complete]
+        errored = [r for r in records if not r.complete]
+        own_missing = [n for n in missing if any(n.split("::")[0] == r.nodeid.split("::")[0]
+                                                 for r in records)]  # fmt: skip
+        described = suite.describe(settings)
+        finished = time.time()
+        return {
+            "type": "summary",
+            "suite": name,
+            "dataset": described.get("dataset", name),
+            "mode": described.get("mode"),
+            "base_model": self.choice.model_name or self.choice.label,
+            "model_path": settings.model_path,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "top_k": settings.top_k,
+            "val_n": records[0].val_n if records else settings.val_n,
+            **suite.summarize(scored, settings),
+            "complete": not errored and not own_missing and not interrupted,
+            "errors": {"items": len(errored), "problem_ids": [r.problem_id for r in errored],
+                       "messages": {str(r.problem_id): r.error for r in errored}},  # fmt: skip
+            "missing": own_missing,
+            "tokens": token_totals(records),
+            "requests": request_totals(records),
+            **described,
+            "model": describe_model(self.choice, settings),
+            "selection": {
+                "limit": settings.limit,
+                "keyword": self.config.getoption("keyword", "") or None,
+                "markexpr": self.config.getoption("markexpr", "") or None,
+                "items": len(records) + len(own_missing),
+            },
+            "config": settings.as_dict(),
+            "workers": getattr(self.config.option, "numprocesses", None) or 0,
+            "versions": package_versions(),
+            "started_at": _iso(self.started),
+            "finished_at": _iso(finished),
+            "duration_s": round(finished - self.started, 3),
+        }
+
+    def _write(self, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
+        path = self.out_path if self.settings.out else default_out_path(
+            by_suite, self.choice.label, self.started)  # fmt: skip
+        records = [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
+        self.results_file.finalize(path, records, self.summaries)
+        self.written = path
+
+    def _decide_exit(self, session: pytest.Session) -> None:
+        if not self.gates:
+            return  # plain pytest semantics
+        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
+                                      pytest.ExitCode.NO_TESTS_COLLECTED):  # fmt: skip
+            return  # interrupted, internal or usage errors keep their own status
+        healthy = not self.infra_errors and all(s["complete"] for s in self.summaries)
+        passed = bool(self.gate_results) and all(r.passed for r in self.gate_results)
+        session.exitstatus = (
+            pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
+        )
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.summaries and not self.gate_results:
+            return
+        terminalreporter.section("agenteval")
+        for summary in self.summaries:
+            suite = suite_by_name(summary["suite"])
+            for line in report.suite_block(summary, suite.summary_rows(summary)):
+                terminalreporter.write_line(line)
+        for line in report.gate_lines(self.gate_results):
+            terminalreporter.write_line(line)
+        if self.infra_errors and self.gates:
+            terminalreporter.write_line(
+                f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
+            )
+        if self.written:
+            terminalreporter.write_line(f"results: {self.written}")
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "error"
+
+
+def _iso(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(timestamp))

@@ -1,0 +1,127 @@
+"""One background asyncio loop per process that runs rollouts ahead of the pytest
+items that will need them, so the configured concurrency stays in flight even though
+pytest runs one item at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import contextvars
+import heapq
+import itertools
+import threading
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .samplers import request_priority
+
+T = TypeVar("T")
+Priority = tuple[float, int]
+URGENT = -1.0  # an item pytest is running now
+
+
+@dataclass
+class _Job:
+    key: Hashable
+    factory: Callable[[], Awaitable[Any]]
+    priority: Priority
+    future: cf.Future[Any] = field(default_factory=cf.Future)
+    started: bool = False
+
+
+class Engine:
+    def __init__(self, max_active: int) -> None:
+        self.max_active = max(1, max_active)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="agenteval-engine", daemon=True
+        )
+        self._thread.start()
+        self._lock = threading.Lock()
+        self._jobs: dict[Hashable, _Job] = {}
+        self._heap: list[tuple[Priority, int, _Job]] = []  # touched on the loop thread only
+        self._order = itertools.count()
+        self._active = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- called from the main thread -------------------------------------------------
+    def submit(
+        self, key: Hashable, factory: Callable[[], Awaitable[T]], priority: Priority
+    ) -> cf.Future[T]:
+        """Schedule `factory()` once per key; a second submit may only raise its priority."""
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                job = self._jobs[key] = _Job(key, factory, priority)
+            elif job.started or priority >= job.priority:
+                return job.future
+            else:
+                job.priority = priority
+        self._loop.call_soon_threadsafe(self._push, job)
+        return job.future
+
+    def release(self, keys: Iterable[Hashable]) -> None:
+        """Forget jobs: finished ones free their results, queued ones never start."""
+        with self._lock:
+            for key in keys:
+                job = self._jobs.pop(key, None)
+                if job is not None and not job.started:
+                    job.future.cancel()
+
+    def pending_keys(self) -> set[Hashable]:
+        with self._lock:
+            return set(self._jobs)
+
+    def run(self, coroutine: Awaitable[T], timeout: float | None = None) -> T:
+        """Run one coroutine on the engine loop and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)  # type: ignore[arg-type]
+
+    def close(self, finalizers: Iterable[Callable[[], Awaitable[Any]]] = ()) -> None:
+        async def shutdown() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            for finalize in finalizers:
+                await finalize()
+
+        if self._thread.is_alive():
+            try:
+                self.run(shutdown(), timeout=30)
+            finally:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=10)
+
+    # -- on the loop thread ----------------------------------------------------------
+    def _push(self, job: _Job) -> None:
+        heapq.heappush(self._heap, (job.priority, next(self._order), job))
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._active < self.max_active and self._heap:
+            priority, _, job = heapq.heappop(self._heap)
+            if job.started or job.future.cancelled() or priority != job.priority:
+                continue  # stale heap entry
+            if not job.future.set_running_or_notify_cancel():
+                continue
+            job.started = True
+            self._active += 1
+            context = contextvars.copy_context()
+            context.run(request_priority.set, priority)
+            task = context.run(self._loop.create_task, self._run(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, job: _Job) -> None:
+        try:
+            result = await job.factory()
+        except asyncio.CancelledError:
+            job.future.set_exception(RuntimeError("cancelled at shutdown"))
+            raise
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting item
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
+        finally:
+            self._active -= 1
+            self._admit()

@@ -1,0 +1,95 @@
+"""Threshold gates: `aime25.average_at_n >= 0.30`, checked against the run's summaries."""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
+    "==": operator.eq, "!=": operator.ne,
+}  # fmt: skip
+_GATE = re.compile(
+    r"^\s*(?P<suite>[A-Za-z_][\w-]*)\.(?P<metric>[\w-]+(?:\.[\w>-]+)*)\s*"
+    r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?P<pct>%?)\s*$"
+)
+
+
+class GateError(ValueError):
+    """A gate expression that cannot be parsed; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    expression: str
+    suite: str
+    metric: str  # dotted path inside the suite's summary
+    op: str
+    threshold: float
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: Gate
+    passed: bool
+    value: float | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gate": self.gate.expression,
+            "passed": self.passed,
+            "value": self.value,
+            "reason": self.reason,
+        }
+
+
+def parse_gate(expression: str) -> Gate:
+    match = _GATE.match(expression)
+    if not match:
+        raise GateError(
+            f"--agenteval-gate {expression!r}: expected SUITE.METRIC OP NUMBER, "
+            'e.g. "aime25.average_at_n >= 0.30" (OP is one of >= > <= < == !=)'
+        )
+    threshold = float(match["value"]) / (100 if match["pct"] else 1)
+    return Gate(expression.strip(), match["suite"], match["metric"], match["op"], threshold)
+
+
+def check_metric_name(gate: Gate, known: Mapping[str, tuple[str, ...]]) -> None:
+    """For suites whose metric names are known up front, catch typos at start-up."""
+    names = known.get(gate.suite)
+    if names is not None and gate.metric.split(".")[0] not in names:
+        raise GateError(
+            f"--agenteval-gate {gate.expression!r}: {gate.suite} has no metric "
+            f"{gate.metric.split('.')[0]!r}; known: {', '.join(names)}"
+        )
+
+
+def _resolve(summary: Mapping[str, Any], path: str) -> Any:
+    value: Any = summary
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def evaluate_gate(gate: Gate, summaries: Mapping[str, Mapping[str, Any]]) -> GateResult:
+    """Fail closed: a missing suite, a missing or non-numeric metric, or an incomplete
+    run fails the gate."""
+    summary = summaries.get(gate.suite)
+    if summary is None:
+        return GateResult(gate, False, None, f"no results for suite {gate.suite}")
+    value = _resolve(summary, gate.metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return GateResult(gate, False, None, f"{gate.metric} is {value!r}, not a number")
+    number = float(value)
+    if not summary.get("complete", False):
+        return GateResult(gate, False, number, "run incomplete: gates fail closed")
+    passed = _OPERATORS[gate.op](number, gate.threshold)
+    verdict = "holds" if passed else "does not hold"
+    return GateResult(gate, passed, number, f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}")

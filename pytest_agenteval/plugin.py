@@ -1,0 +1,268 @@
+"""pytest glue: options, start-up checks, parametrisation, the evaluation fixture,
+prefetching, and the controller that aggregates. Logic lives in the other modules."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from . import options
+from .controller import RECORD_KEY, ResultsCollector
+from .engine import URGENT
+from .gate import GateError, check_metric_name, parse_gate
+from .markers import MARKERS
+from .records import Problem, ProblemRecord
+from .registry import KNOWN_METRICS, remember
+from .results import check_writable, default_out_path
+from .runtime import Runtime
+from .samplers import ModelChoice, ReplayError, ReplaySource, choose_model, probe_endpoint
+from .suite import DataError, Suite
+
+RUNTIME = pytest.StashKey[Runtime]()
+SUITE_ATTRIBUTE = "agenteval_suite"
+PREFETCH_ITEMS_MIN = 2
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.register(parser)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _concurrency_share(config: pytest.Config, total: int) -> int:
+    """This process's share of the per-endpoint concurrency (xdist workers split it)."""
+    if not _is_worker(config):
+        return total
+    workerinput = config.workerinput  # type: ignore[attr-defined]
+    count = int(workerinput.get("workercount", 1))
+    index = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
+    return max(1, total // count + (1 if index < total % count else 0))
+
+
+def _check_model(settings: options.Settings) -> ModelChoice:
+    """Start-up checks of the model choice: one line naming the fix, never a traceback."""
+    try:
+        choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
+        if choice.kind == "openai":
+            api_key = os.environ.get(settings.api_key_env)
+            served = [probe_endpoint(url, api_key) for url in choice.endpoints][0]
+            name = settings.model_name
+            if name is None:
+                if not served:
+                    raise ValueError(f"{choice.endpoints[0]} lists no models; pass --model-name")
+                name = served[0]
+            elif served and name not in served:
+                raise ValueError(f"--model-name {name!r} is not served by {choice.endpoints[0]} "
+                                 f"(it serves: {', '.join(served)}); fix --model-name")
+            choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
+        elif choice.kind == "replay":
+            assert choice.path is not None
+            ReplaySource(choice.path)
+        else:
+            import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
+    except ImportError as exc:
+        raise pytest.UsageError(f"llama-cpp-python is not importable ({exc}); install it: "
+                                "pip install llama-cpp-python") from None
+    except (ValueError, ReplayError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return choice
+
+
+def _check_gates(settings: options.Settings) -> list[Any]:
+    try:
+        gates = [parse_gate(expression) for expression in settings.gates]
+        for gate in gates:
+            check_metric_name(gate, KNOWN_METRICS)
+    except GateError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return gates
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    if config.option.help or getattr(config.option, "version", False):
+        return
+    settings = options.build_settings(config)
+    gates = _check_gates(settings)
+    if _is_worker(config):
+        name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
+        choice = choose_model(settings.model_path, settings.endpoints, name or settings.model_name)
+    else:
+        choice = _check_model(settings)
+        out = settings.out and os.path.expanduser(settings.out)
+        target = out or str(default_out_path(["x"], choice.label, 0))
+        try:
+            check_writable(__import__("pathlib").Path(target))
+        except OSError as exc:
+            raise pytest.UsageError(f"--agenteval-out {target}: not writable ({exc.strerror or exc});"
+                                    " choose a writable path") from None
+        collector = ResultsCollector(config, settings, gates, choice)
+        config.pluginmanager.register(collector, "agenteval-results")
+        if config.pluginmanager.hasplugin("xdist"):
+            config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
+    config.stash[RUNTIME] = Runtime(settings, choice, _concurrency_share(config, settings.concurrency))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    runtime = config.stash.get(RUNTIME, None)
+    if runtime is not None:
+        runtime.close()
+
+
+def _suite_of(module: Any) -> Suite | None:
+    suite = getattr(module, SUITE_ATTRIBUTE, None)
+    return suite if isinstance(suite, Suite) else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    suite = _suite_of(metafunc.module)
+    if suite is None or "problem" not in metafunc.fixturenames:
+        return
+    remember(suite)
+    runtime = metafunc.config.stash[RUNTIME]
+    try:
+        problems = runtime.problems(suite)
+    except DataError as exc:
+        raise pytest.Collector.CollectError(f"agenteval: {exc}") from None
+    metafunc.parametrize(
+        "problem",
+        [pytest.param(p, id=p.node_id, marks=[getattr(pytest.mark, m) for m in p.markers])
+         for p in problems],  # fmt: skip
+    )
+
+
+class Evaluation:
+    """What the test body sees: the scored record of its N generations."""
+
+    def __init__(self, record: ProblemRecord, suite: Suite) -> None:
+        self.record = record
+        self.suite = suite
+
+    @property
+    def passed(self) -> bool:
+        return self.record.passed
+
+    def check(self) -> None:
+        """An item passes when at least one of its N generations is correct."""
+        if not self.record.passed:
+            pytest.fail(self.suite.failure_message(self.record), pytrace=False)
+
+
+@pytest.fixture
+def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
+    """Generates and scores the item's N samples during setup, so a generation that
+    cannot be produced is a pytest error, and a wrong answer a failure."""
+    suite = _suite_of(request.module)
+    if suite is None:
+        raise pytest.UsageError(f"{request.node.nodeid}: module has no `{SUITE_ATTRIBUTE}`")
+    runtime = request.config.stash[RUNTIME]
+    record = runtime.evaluate(suite, problem, request.node.nodeid)
+    request.node.user_properties.append((RECORD_KEY, record.to_dict()))
+    if not record.complete:
+        pytest.fail(f"generation failed: {record.error}", pytrace=False)
+    return Evaluation(record, suite)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    if call.when == "setup":  # the record travels once, with the setup report
+        item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Before pytest runs an item, start the rollouts of the items queued after it."""
+    runtime = item.config.stash.get(RUNTIME, None)
+    if runtime is None or _suite_of(getattr(item, "module", None)) is None:
+        return
+    upcoming, queued = _upcoming(item)
+    if queued is not None:
+        runtime.forget(queued)
+    window = max(PREFETCH_ITEMS_MIN, runtime.engine.max_active // max(1, runtime.settings.val_n) + 1)
+    entries = []
+    for order, other in upcoming[: window + 1]:
+        suite = _suite_of(getattr(other, "module", None))
+        problem = getattr(other, "callspec", None) and other.callspec.params.get("problem")
+        if suite is not None and isinstance(problem, Problem):
+            entries.append((suite, problem, float(order)))
+    runtime.prefetch(entries)
+
+
+def _upcoming(item: pytest.Item) -> tuple[list[tuple[int, pytest.Item]], set[tuple[str, str]] | None]:
+    """Items this process will run from `item` on, with their collection order; under
+    xdist also the (suite, id) keys of everything still queued here."""
+    session = item.session
+    items = session.items
+    interactor = _worker_interactor(item.config)
+    if interactor is None:
+        index = _index_of(session, item)
+        return [(i, items[i]) for i in range(index, min(len(items), index + 64))], None
+    with interactor.torun.lock() as queue:
+        indices = [i for i in queue if isinstance(i, int)]
+    if isinstance(interactor.nextitem_index, int):
+        indices.insert(0, interactor.nextitem_index)
+    order = [(_index_of(session, item), item)] + [(i, items[i]) for i in indices]
+    keys = set()
+    for _, other in order:
+        suite = _suite_of(getattr(other, "module", None))
+        problem = getattr(other, "callspec", None) and other.callspec.params.get("problem")
+        if suite is not None and isinstance(problem, Problem):
+            keys.add((suite.name, problem.node_id))
+    return order, keys
+
+
+def _index_of(session: pytest.Session, item: pytest.Item) -> int:
+    positions = getattr(session, "_agenteval_positions", None)
+    if positions is None or len(positions) != len(session.items):
+        positions = {id(it): i for i, it in enumerate(session.items)}
+        session._agenteval_positions = positions  # type: ignore[attr-defined]
+    return positions.get(id(item), 0)
+
+
+def _worker_interactor(config: pytest.Config) -> Any:
+    if not _is_worker(config):
+        return None
+    for plugin in config.pluginmanager.get_plugins():
+        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
+            return plugin
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runtime = session.config.stash.get(RUNTIME, None)
+    if runtime is None:
+        return
+    stats = runtime.stats()
+    runtime.close()
+    if _is_worker(session.config):
+        session.config.workeroutput["agenteval_stats"] = stats  # type: ignore[attr-defined]
+
+
+class _XdistController:
+    """Controller-side xdist hooks."""
+
+    def __init__(self, choice: ModelChoice) -> None:
+        self.choice = choice
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["agenteval_model_name"] = self.choice.model_name
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Work stealing hands each worker a long queue up front, which it prefetches;
+        plain `load` would feed it two items at a time."""
+        if config.getoption("dist") != "load":
+            return None
+        from xdist.scheduler import WorkStealingScheduling
+
+        return WorkStealingScheduling(config, log)

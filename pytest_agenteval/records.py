@@ -1,0 +1,196 @@
+"""Plain data between the stages: problems in, rollouts and scores out, records kept."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark problem: one pytest item."""
+
+    suite: str
+    id: Any  # the benchmark's own stable id (int for AIME, str for BFCL/GAIA)
+    index: int  # position in dataset order
+    text: str
+    reference: Any  # normalised ground truth (None when the split has none)
+    markers: tuple[str, ...] = ()
+    payload: Any = None  # suite-specific source record (a BFCL entry, a GAIA task)
+
+    @property
+    def node_id(self) -> str:
+        return str(self.id)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What the system under test produced for one sample."""
+
+    text: str  # final assistant text (the last turn for multi-turn rollouts)
+    stop_reason: str  # "answer", "length", "turn_budget", "call_budget", "token_budget", ...
+    finish_reason: str = "stop"
+    turns: int = 1
+    code_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1  # HTTP requests sent, retries included (0 when all came from the cache)
+    retries: int = 0
+    cached: bool = False
+    transcript: tuple[Mapping[str, Any], ...] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A scorer's verdict on one rollout, with the fields that explain it."""
+
+    correct: bool
+    formatted: bool
+    answer: Any = None  # normalised answer, used for majority voting
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    sample_index: int
+    seed: int
+    rollout: Rollout
+    score: Score
+
+    def to_dict(self) -> dict[str, Any]:
+        rollout = self.rollout
+        return {
+            "sample_index": self.sample_index,
+            "seed": self.seed,
+            "text": rollout.text,
+            "correct": self.score.correct,
+            "formatted": self.score.formatted,
+            "answer": self.score.answer,
+            **dict(self.score.fields),
+            "code_calls": rollout.code_calls,
+            "turns": rollout.turns,
+            "stop_reason": rollout.stop_reason,
+            "finish_reason": rollout.finish_reason,
+            "prompt_tokens": rollout.prompt_tokens,
+            "completion_tokens": rollout.completion_tokens,
+            "latency_s": round(rollout.latency_s, 4),
+            "attempts": rollout.attempts,
+            "retries": rollout.retries,
+            "cached": rollout.cached,
+            **dict(rollout.extra),
+            **({"transcript": list(rollout.transcript)} if rollout.transcript else {}),
+        }
+
+
+_ROLLOUT_KEYS = {f.name for f in fields(Rollout)} - {"text", "extra", "transcript"}
+_GENERATION_CORE = {"sample_index", "seed", "text", "correct", "formatted", "answer", "transcript"}
+
+
+def generation_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...]) -> GenerationRecord:
+    """Inverse of `GenerationRecord.to_dict` for the fields a suite declares its own."""
+    rollout_kwargs = {k: data[k] for k in _ROLLOUT_KEYS if k in data}
+    known = _ROLLOUT_KEYS | _GENERATION_CORE | set(score_fields)
+    rollout = Rollout(
+        text=data.get("text", ""),
+        transcript=tuple(data["transcript"]) if data.get("transcript") else None,
+        extra={k: v for k, v in data.items() if k not in known},
+        **rollout_kwargs,
+    )
+    score = Score(
+        correct=bool(data.get("correct")),
+        formatted=bool(data.get("formatted")),
+        answer=data.get("answer"),
+        fields={k: data[k] for k in score_fields if k in data},
+    )
+    return GenerationRecord(int(data["sample_index"]), int(data["seed"]), rollout, score)
+
+
+@dataclass(frozen=True)
+class ProblemRecord:
+    """All N generations of one problem, as one results line."""
+
+    suite: str
+    problem_id: Any
+    index: int
+    problem: str
+    ground_truth: Any
+    val_n: int
+    generations: tuple[GenerationRecord, ...]
+    markers: tuple[str, ...] = ()
+    error: str | None = None  # why generations are missing (infrastructure, not a wrong answer)
+    nodeid: str = ""
+    prompt_hash: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_correct(self) -> int:
+        return sum(g.score.correct for g in self.generations)
+
+    @property
+    def passed(self) -> bool:
+        return self.num_correct > 0
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and len(self.generations) == self.val_n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "problem",
+            "suite": self.suite,
+            "problem_id": self.problem_id,
+            "index": self.index,
+            "nodeid": self.nodeid,
+            "markers": list(self.markers),
+            "problem": self.problem,
+            "ground_truth": self.ground_truth,
+            "prompt_hash": self.prompt_hash,
+            "val_n": self.val_n,
+            "num_correct": self.num_correct,
+            "pass_at_n": self.passed,
+            "complete": self.complete,
+            "error": self.error,
+            **dict(self.extra),
+            "generations": [g.to_dict() for g in self.generations],
+        }
+
+
+_PROBLEM_KEYS = {
+    "type", "suite", "problem_id", "index", "nodeid", "markers", "problem", "ground_truth",
+    "prompt_hash", "val_n", "num_correct", "pass_at_n", "complete", "error", "generations",
+}  # fmt: skip
+
+
+def problem_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...] = ()) -> ProblemRecord:
+    return ProblemRecord(
+        suite=data["suite"],
+        problem_id=data["problem_id"],
+        index=int(data["index"]),
+        problem=data.get("problem", ""),
+        ground_truth=data.get("ground_truth"),
+        val_n=int(data["val_n"]),
+        generations=tuple(generation_from_dict(g, score_fields) for g in data["generations"]),
+        markers=tuple(data.get("markers", ())),
+        error=data.get("error"),
+        nodeid=data.get("nodeid", ""),
+        prompt_hash=data.get("prompt_hash", ""),
+        extra={k: v for k, v in data.items() if k not in _PROBLEM_KEYS},
+    )
+
+
+def content_hash(value: Any) -> str:
+    """Stable short hash of JSON-able content (prompts, targets), as lm-eval logs them."""
+    canonical = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def sample_seed(run_seed: int, problem_id: Any, sample_index: int) -> int:
+    """Seed of sample j of problem p: a stable hash of (run seed, problem id, j), so it
+    never depends on worker count, order, chunking or selection."""
+    digest = hashlib.sha256(f"{run_seed}\x1f{problem_id}\x1f{sample_index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

@@ -1,0 +1,179 @@
+"""Per-process orchestration: problems, the engine, the sampler and shared tools, and
+turning one item's N rollouts into a scored ProblemRecord."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .engine import URGENT, Engine
+from .options import Settings
+from .records import GenerationRecord, Problem, ProblemRecord, Rollout, generation_from_dict, sample_seed
+from .samplers import ModelChoice, ReplaySource, make_sampler
+from .suite import RolloutContext, Suite
+
+MAX_ERRORS_SHOWN = 3
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+class Runtime:
+    def __init__(self, settings: Settings, choice: ModelChoice, concurrency: int) -> None:
+        self.settings = settings
+        self.choice = choice
+        self.concurrency = concurrency
+        self._problems: dict[str, list[Problem]] = {}
+        self._engine: Engine | None = None
+        self._sampler: Any = None
+        self._sandbox: Any = None
+        self.cache: Any = None
+
+    # -- problems ----------------------------------------------------------------------
+    def problems(self, suite: Suite) -> list[Problem]:
+        if suite.name not in self._problems:
+            problems = suite.load(self.settings)
+            if self.settings.limit:
+                problems = problems[: self.settings.limit]
+            self._problems[suite.name] = problems
+        return self._problems[suite.name]
+
+    # -- lazily started resources ------------------------------------------------------
+    @property
+    def sampler(self) -> Any:
+        if self._sampler is None:
+            sampler = make_sampler(self.choice, self.settings, self.concurrency)
+            if self.cache is not None and not isinstance(sampler, ReplaySource):
+                from .cache import CachingSampler
+
+                sampler = CachingSampler(sampler, self.cache)
+            self._sampler = sampler
+        return self._sampler
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            local = self.choice.kind in ("embedded", "gguf")
+            # in-process models run one call at a time: a short queue keeps them busy
+            active = 4 if local else 2 * self.concurrency + self.settings.sandbox_workers
+            self._engine = Engine(max_active=active)
+        return self._engine
+
+    def sandbox(self) -> Any:
+        if self._sandbox is None:
+            from .sandbox import Sandbox, SandboxConfig
+
+            self._sandbox = Sandbox(
+                SandboxConfig(
+                    timeout_s=self.settings.sandbox_timeout,
+                    workers=self.settings.sandbox_workers,
+                    level=self.settings.sandbox_level,
+                )
+            )
+        return self._sandbox
+
+    @property
+    def sandbox_started(self) -> Any:
+        return self._sandbox
+
+    # -- rollouts ----------------------------------------------------------------------
+    def sample_count(self, suite: Suite, problem: Problem) -> int:
+        sampler = self.sampler
+        if isinstance(sampler, ReplaySource) and "val_n" not in self.settings.explicit:
+            return sampler.sample_count(problem.id) or self.settings.val_n
+        return suite.samples(self.settings)
+
+    async def _rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
+        sampler = self.sampler
+        if isinstance(sampler, ReplaySource):
+            recorded = sampler.generation(problem.id, sample_index)
+            return generation_from_dict(
+                {"sample_index": sample_index, "seed": 0, **recorded}, suite.score_fields
+            ).rollout
+        seed = sample_seed(self.settings.seed, problem.id, sample_index)
+        ctx = RolloutContext(self.settings, sampler, problem, sample_index, seed, self)
+        return await suite.rollout(ctx)
+
+    def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
+        return [
+            self.engine.submit(
+                (suite.name, problem.node_id, j),
+                functools.partial(self._rollout, suite, problem, j),
+                (order, j),
+            )
+            for j in range(self.sample_count(suite, problem))
+        ]
+
+    def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
+        """Start the rollouts of items pytest will run soon, in their order."""
+        for suite, problem, order in upcoming:
+            self._submit(suite, problem, order)
+
+    def forget(self, keep: Iterable[tuple[str, str]]) -> None:
+        """Drop queued rollouts of items no longer scheduled here (stolen by another worker)."""
+        wanted = set(keep)
+        stale = [key for key in self.engine.pending_keys() if key[:2] not in wanted]
+        self.engine.release(stale)
+
+    def evaluate(self, suite: Suite, problem: Problem, nodeid: str) -> ProblemRecord:
+        """Wait for the item's N rollouts (prefetched or not) and score them here, on the
+        main thread, where math-verify's timeout works."""
+        futures = self._submit(suite, problem, URGENT)
+        cf.wait(futures)
+        generations: list[GenerationRecord] = []
+        errors: list[str] = []
+        for index, future in enumerate(futures):
+            seed = sample_seed(self.settings.seed, problem.id, index)
+            try:
+                rollout = future.result()
+                score = suite.score(problem, rollout, self.settings)
+            except Exception as exc:  # noqa: BLE001 - recorded as this item's error
+                errors.append(f"sample {index}: {one_line(exc)}")
+                continue
+            generations.append(GenerationRecord(index, seed, rollout, score))
+        self.engine.release((suite.name, problem.node_id, j) for j in range(len(futures)))
+        return ProblemRecord(
+            suite=suite.name,
+            problem_id=problem.id,
+            index=problem.index,
+            problem=problem.text,
+            ground_truth=problem.reference,
+            val_n=len(futures),
+            generations=tuple(generations),
+            markers=problem.markers,
+            error=_join_errors(errors),
+            nodeid=nodeid,
+            prompt_hash=suite.prompt_hash(problem, self.settings),
+            extra=suite.problem_extra(problem),
+        )
+
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {}
+        if self._sampler is not None:
+            stats["sampler"] = self._sampler.stats() if hasattr(self._sampler, "stats") else {}
+        if self._sandbox is not None:
+            stats["sandbox"] = self._sandbox.stats()
+        return stats
+
+    def close(self) -> None:
+        if self._engine is None:
+            return
+        finalizers = []
+        if self._sampler is not None and hasattr(self._sampler, "aclose"):
+            finalizers.append(self._sampler.aclose)
+        if self._sandbox is not None:
+            finalizers.append(self._sandbox.aclose)
+        self._engine.close(finalizers)
+        self._engine = None
+
+
+def _join_errors(errors: Sequence[str]) -> str | None:
+    if not errors:
+        return None
+    shown = "; ".join(errors[:MAX_ERRORS_SHOWN])
+    more = len(errors) - MAX_ERRORS_SHOWN
+    return shown + (f" (+{more} more)" if more > 0 else "")

@@ -1,0 +1,155 @@
+"""Model backends behind one async interface, chosen from the command line."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ._base import (
+    Completion,
+    FatalRequestError,
+    Message,
+    ModelIdentity,
+    Sampler,
+    SamplerError,
+    SamplingParams,
+    ToolCall,
+    approx_token_count,
+    request_priority,
+)
+from ._llama import LlamaSampler, embedded_model_path
+from ._openai import OpenAISampler
+from ._replay import PREFIX as REPLAY_PREFIX
+from ._replay import ReplayError, ReplaySource
+from ._retry import RetryPolicy
+from ._slots import PrioritySlots
+
+__all__ = [
+    "Completion", "FatalRequestError", "LlamaSampler", "Message", "ModelIdentity",
+    "OpenAISampler", "PrioritySlots", "ReplayError", "ReplaySource", "RetryPolicy",
+    "Sampler", "SamplerError", "SamplingParams", "ToolCall", "ModelChoice",
+    "approx_token_count", "choose_model", "make_sampler", "probe_endpoint", "request_priority",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which backend the options select, checked at start-up."""
+
+    kind: str  # "embedded" | "gguf" | "openai" | "replay"
+    path: Path | None = None
+    endpoints: tuple[str, ...] = ()
+    model_name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "openai":
+            return self.model_name or "endpoint"
+        if self.kind == "embedded":
+            return "smollm2-135m"
+        assert self.path is not None
+        return f"replay-{self.path.stem}" if self.kind == "replay" else self.path.stem
+
+
+def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name: str | None) -> ModelChoice:
+    """Map the options to a backend; raise ValueError with one line naming the fix."""
+    if endpoints:
+        return ModelChoice("openai", endpoints=endpoints, model_name=model_name)
+    if model_path is None:
+        try:
+            return ModelChoice("embedded", path=embedded_model_path())
+        except SamplerError as exc:
+            raise ValueError(str(exc)) from None
+    if model_path.startswith(REPLAY_PREFIX):
+        return ModelChoice("replay", path=Path(model_path[len(REPLAY_PREFIX):]).expanduser())
+    path = Path(model_path).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ValueError(f"--model-path {model_path}: no such file; give an existing .gguf file")
+        return ModelChoice("gguf", path=path)
+    raise ValueError(
+        f"--model-path {model_path}: not a .gguf file or replay:PATH; to evaluate a hub model "
+        f"or checkpoint folder, serve it (e.g. `vllm serve {model_path}`) and pass --endpoint URL"
+    )
+
+
+def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
+    """Model ids the server lists at /models; [] when it has no such route.
+    Raises ValueError with one line when the server is unreachable or refuses the key."""
+    request = urllib.request.Request(f"{url.rstrip('/')}/models")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            payload: Any = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise ValueError(
+                f"--endpoint {url} refused the API key (HTTP {exc.code}); set the key in the "
+                "environment variable named by --api-key-env"
+            ) from None
+        return []
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ValueError(
+            f"cannot reach --endpoint {url} ({reason}); start the server or fix the URL"
+        ) from None
+    except json.JSONDecodeError:
+        return []
+    return [str(m.get("id")) for m in payload.get("data", []) if isinstance(m, dict)]
+
+
+def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
+    """The sampler for this process (`concurrency` is this process's share)."""
+    if choice.kind in ("embedded", "gguf"):
+        assert choice.path is not None
+        return LlamaSampler(
+            choice.path,
+            embedded=choice.kind == "embedded",
+            n_threads=settings.llama_threads,
+            n_ctx=settings.n_ctx,
+        )
+    if choice.kind == "replay":
+        assert choice.path is not None
+        return ReplaySource(choice.path)
+    extra = {}
+    if settings.thinking != "omit":
+        extra["chat_template_kwargs"] = {"enable_thinking": settings.thinking == "on"}
+    return OpenAISampler(
+        choice.endpoints,
+        choice.model_name or "default",
+        concurrency=concurrency,
+        api_key_env=settings.api_key_env,
+        request_timeout_s=settings.request_timeout,
+        retry=RetryPolicy(
+            max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds
+        ),
+        extra_body=extra,
+    )
+
+
+def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
+    """Model identity for the summary, without loading the model."""
+    from ._llama import EMBEDDED_NAME, file_fingerprint
+
+    info: dict[str, Any] = {"backend": choice.kind, "label": choice.label}
+    if choice.kind in ("embedded", "gguf"):
+        assert choice.path is not None
+        info.update(
+            name=EMBEDDED_NAME if choice.kind == "embedded" else choice.path.stem,
+            path=str(choice.path),
+            sha256=file_fingerprint(choice.path),
+            n_threads=settings.llama_threads,
+            n_ctx=settings.n_ctx,
+        )
+    elif choice.kind == "openai":
+        info.update(name=choice.model_name, endpoints=list(choice.endpoints),
+                    api_key_env=settings.api_key_env)
+    else:
+        assert choice.path is not None
+        info.update(name=choice.label, path=str(choice.path), sha256=file_fingerprint(choice.path))
+    return info

@@ -1,0 +1,114 @@
+"""The one async interface every model backend implements."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = Mapping[str, Any]  # OpenAI chat message, the wire format every backend speaks
+
+
+class SamplerError(Exception):
+    """A generation could not be produced (infrastructure, not a wrong answer)."""
+
+
+class FatalRequestError(SamplerError):
+    """The server refused the request itself (400/401/403/404): retrying cannot help."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling parameters of one request, exactly as they are sent."""
+
+    temperature: float
+    top_p: float
+    top_k: int  # <= 0: not sent / disabled
+    max_tokens: int
+    seed: int
+    stop: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "stop": list(self.stop),
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for (native tool_calls or parsed raw text)."""
+
+    name: str
+    arguments: str  # raw JSON (or raw text for the text protocol), parsed by the rollout
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a backend returned for one sample."""
+
+    text: str
+    finish_reason: str  # "stop" | "length" | "tool_calls"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()
+    latency_s: float = 0.0
+    attempts: int = 1  # requests sent, retries included; 0 when served from the cache
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Who generated: enough to tell two models apart in results and cache keys."""
+
+    backend: str  # "embedded" | "gguf" | "openai" | "replay"
+    name: str
+    location: str = ""  # file path or endpoint URLs
+    fingerprint: str = ""  # e.g. sha256 of the weights file
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "name": self.name,
+            "location": self.location,
+            "fingerprint": self.fingerprint,
+            **dict(self.details),
+        }
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    identity: ModelIdentity
+    native_tools: bool  # True when tools are sent as `tools` and come back as tool_calls
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+# Priority of the request being made: (item order, sample index). Set by the engine on
+# the task that runs a rollout, read by backends that queue for a connection slot.
+request_priority: contextvars.ContextVar[tuple[float, int]] = contextvars.ContextVar(
+    "request_priority", default=(0.0, 0)
+)
+
+
+def approx_token_count(text: str) -> int:
+    """Token estimate for backends without a local tokenizer: ~4 characters a token."""
+    return (len(text) + 3) // 4

@@ -1,0 +1,224 @@
+"""Any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._base import (
+    Completion,
+    FatalRequestError,
+    Message,
+    ModelIdentity,
+    SamplerError,
+    SamplingParams,
+    ToolCall,
+    approx_token_count,
+    request_priority,
+)
+from ._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from ._slots import PrioritySlots
+
+
+class _Retryable(Exception):
+    def __init__(self, cause: str, retry_after: float | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.retry_after = retry_after
+
+
+class OpenAISampler:
+    """Chat completions over HTTP with per-endpoint concurrency, least-loaded balancing
+    across endpoints, and bounded retries. The API key is read from the environment
+    variable named by `api_key_env` and is never recorded."""
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        model_name: str,
+        *,
+        concurrency: int = 32,
+        api_key_env: str = "OPENAI_API_KEY",
+        request_timeout_s: float = 600.0,
+        retry: RetryPolicy = RetryPolicy(),
+        native_tools: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.endpoints = [url.rstrip("/") for url in endpoints]
+        self.model_name = model_name
+        self.concurrency = concurrency
+        self.native_tools = native_tools
+        self.request_timeout_s = request_timeout_s
+        self.retry = retry
+        self.extra_body = dict(extra_body or {})
+        self._api_key = os.environ.get(api_key_env) or None
+        self.identity = ModelIdentity(
+            backend="openai",
+            name=model_name,
+            location=",".join(self.endpoints),
+            details={"api_key_env": api_key_env},
+        )
+        self._slots: PrioritySlots | None = None
+        self._in_flight = Counter[str]()
+        self._session: Any = None
+        self._rng = random.Random(0)
+        self._counts = Counter[str]()
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _ensure_session(self) -> Any:
+        if self._session is None:
+            import aiohttp
+
+            limit = self.concurrency * len(self.endpoints) + 4
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
+                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
+            )
+            self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
+        return self._session
+
+    def body(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [dict(m) for m in messages],
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            **self.extra_body,
+        }
+        if params.top_k > 0:  # not an OpenAI field: only sent when asked for
+            body["top_k"] = params.top_k
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+        return body
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion:
+        body = self.body(messages, params, tools)
+        session = self._ensure_session()
+        assert self._slots is not None
+        priority = request_priority.get()
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            async with self._slots.slot(priority):
+                endpoint = min(self.endpoints, key=lambda url: self._in_flight[url])
+                self._in_flight[endpoint] += 1
+                try:
+                    self._counts["requests"] += 1
+                    data = await self._post(session, endpoint, body)
+                    completion = _parse_completion(data, time.monotonic() - started, attempt)
+                    self._counts["ok"] += 1
+                    return completion
+                except _Retryable as exc:
+                    failure = exc
+                finally:
+                    self._in_flight[endpoint] -= 1
+            self._counts[f"retry_{failure.cause}"] += 1
+            wait = self.retry.delay(attempt, failure.retry_after, self._rng)
+            if not self.retry.should_retry(attempt, started, wait):
+                self._counts["gave_up"] += 1
+                raise SamplerError(
+                    f"{endpoint}: gave up after {attempt} attempts "
+                    f"({time.monotonic() - started:.1f} s); last error: {failure.cause}"
+                )
+            self._counts["retries"] += 1
+            await asyncio.sleep(wait)
+
+    async def _post(self, session: Any, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
+        import aiohttp
+
+        url = f"{endpoint}/chat/completions"
+        try:
+            async with session.post(url, json=body, headers=self._headers()) as response:
+                raw = await response.read()
+                status = response.status
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        except asyncio.TimeoutError as exc:
+            raise _Retryable("timeout") from exc
+        except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+            raise _Retryable("connection") from exc
+        if status in FATAL_STATUS:
+            self._counts[f"fatal_{status}"] += 1
+            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+        if status in RETRYABLE_STATUS or status >= 500:
+            raise _Retryable(str(status), retry_after)
+        if status >= 400:
+            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _Retryable("bad_json") from exc
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+    def stats(self) -> dict[str, Any]:
+        return dict(sorted(self._counts.items()))
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _error_message(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+        error = payload.get("error", payload)
+        if isinstance(error, Mapping):
+            return str(error.get("message") or error)
+        return str(error)
+    except (json.JSONDecodeError, AttributeError):
+        return text[:200] or "(empty body)"
+
+
+def _parse_completion(data: Mapping[str, Any], latency: float, attempts: int) -> Completion:
+    try:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+    except (KeyError, IndexError, TypeError) as exc:
+        raise _Retryable("bad_json") from exc
+    calls = tuple(
+        ToolCall(
+            name=(call.get("function") or {}).get("name", ""),
+            arguments=(call.get("function") or {}).get("arguments") or "",
+            id=call.get("id", ""),
+        )
+        for call in message.get("tool_calls") or ()
+    )
+    usage = data.get("usage") or {}
+    return Completion(
+        text=message.get("content") or "",
+        finish_reason=choice.get("finish_reason") or "stop",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        tool_calls=calls,
+        latency_s=latency,
+        attempts=attempts,
+    )

@@ -1,0 +1,97 @@
+"""What a benchmark suite is: problems in, one rollout per sample, a scorer, a summary.
+
+A suite file in `suites/` binds one of these to pytest:
+
+    from pytest_agenteval.aime25 import Aime25
+    agenteval_suite = Aime25()
+
+    def test_aime25(evaluation):
+        evaluation.check()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .records import Problem, ProblemRecord, Rollout, Score, content_hash
+
+if TYPE_CHECKING:
+    from .options import Settings
+    from .samplers import Sampler, SamplingParams
+
+
+class DataError(Exception):
+    """Bad benchmark data; the message is one line naming the problem and the fix."""
+
+
+@dataclass
+class RolloutContext:
+    """Everything one sample's rollout may use."""
+
+    settings: Settings
+    sampler: Sampler
+    problem: Problem
+    sample_index: int
+    seed: int
+    resources: Any  # the per-process Runtime: lazily started shared tools (the sandbox)
+
+    def params(self, max_tokens: int | None = None) -> SamplingParams:
+        from .samplers import SamplingParams
+
+        settings = self.settings
+        return SamplingParams(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            max_tokens=max_tokens or settings.max_tokens,
+            seed=self.seed,
+        )
+
+
+class Suite:
+    """Base class: override `load`, `rollout` and `score`; the rest has defaults."""
+
+    name: str = "suite"
+    markers: Mapping[str, str] = {}
+    score_fields: tuple[str, ...] = ()  # Score.fields a results file carries back
+
+    def load(self, settings: Settings) -> list[Problem]:
+        raise NotImplementedError
+
+    def samples(self, settings: Settings) -> int:
+        return settings.val_n
+
+    async def rollout(self, ctx: RolloutContext) -> Rollout:
+        raise NotImplementedError
+
+    def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
+        raise NotImplementedError
+
+    def prompt_hash(self, problem: Problem, settings: Settings) -> str:
+        return content_hash(problem.text)
+
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        """Dataset and mode details for the summary line."""
+        return {}
+
+    def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        from .metrics import summarize_math
+
+        return summarize_math(records, bootstrap_seed=settings.seed)
+
+    def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Extra (label, value) lines for the terminal table."""
+        return []
+
+    def problem_extra(self, problem: Problem) -> dict[str, Any]:
+        """Suite-specific fields of a problem line (category, level, ...)."""
+        return {}
+
+    def failure_message(self, record: ProblemRecord) -> str:
+        answers = [g.score.answer for g in record.generations]
+        return (
+            f"{record.num_correct}/{len(record.generations)} correct; "
+            f"expected {record.ground_truth!r}, answers {answers!r}"
+        )
