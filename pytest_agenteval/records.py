@@ -94,6 +94,7 @@ _GENERATION_CORE = {"sample_index", "seed", "text", "correct", "formatted", "ans
 def generation_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...]) -> GenerationRecord:
     """Inverse of `GenerationRecord.to_dict` for the fields a suite declares its own."""
     rollout_kwargs = {k: data[k] for k in _ROLLOUT_KEYS if k in data}
+    rollout_kwargs.setdefault("stop_reason", "recorded")
     known = _ROLLOUT_KEYS | _GENERATION_CORE | set(score_fields)
     rollout = Rollout(
         text=data.get("text", ""),

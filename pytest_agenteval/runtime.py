@@ -4,6 +4,7 @@ turning one item's N rollouts into a scored ProblemRecord."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -91,9 +92,10 @@ class Runtime:
         sampler = self.sampler
         if isinstance(sampler, ReplaySource):
             recorded = sampler.generation(problem.id, sample_index)
-            return generation_from_dict(
+            rollout = generation_from_dict(
                 {"sample_index": sample_index, "seed": 0, **recorded}, suite.score_fields
             ).rollout
+            return dataclasses.replace(rollout, attempts=0, retries=0)  # nothing was sent
         seed = sample_seed(self.settings.seed, problem.id, sample_index)
         ctx = RolloutContext(self.settings, sampler, problem, sample_index, seed, self)
         return await suite.rollout(ctx)

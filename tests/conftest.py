@@ -1,0 +1,77 @@
+"""Shared fixtures: pytester, small AIME-format data we write ourselves, and helpers
+to run the plugin on a tiny suite and read its results file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+# Our own problems (not AIME's), with integer answers the replay texts can hit or miss.
+TINY_PROBLEMS = [
+    {"id": 0, "problem": "What is 30 + 40?", "answer": "70"},
+    {"id": 1, "problem": "What is 12 * 49?", "answer": "588"},
+    {"id": 2, "problem": "What is 2 to the power 4?", "answer": "16"},
+    {"id": 3, "problem": "How many sides do 29 triangles have in total?", "answer": "87"},
+]
+
+SUITE_FILE = """
+from pytest_agenteval.aime25 import Aime25
+
+agenteval_suite = Aime25()
+
+
+def test_aime25(evaluation):
+    evaluation.check()
+"""
+
+
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def read_results(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return ([x for x in lines if x["type"] == "problem"], [x for x in lines if x["type"] == "summary"])
+
+
+@pytest.fixture
+def tiny_aime(pytester: pytest.Pytester) -> Path:
+    # `--dataset-path=...` form: a bare path argument would move pytest's rootdir
+    return write_jsonl(pytester.path / "tiny_aime.jsonl", TINY_PROBLEMS)
+
+
+@pytest.fixture
+def aime_suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A pytester folder holding the AIME suite file."""
+    pytester.makepyfile(test_tiny=SUITE_FILE)
+    return pytester
+
+
+@pytest.fixture
+def run_suite(aime_suite: pytest.Pytester, tiny_aime: Path) -> Callable[..., tuple[pytest.RunResult, Path]]:
+    """Run the tiny AIME suite in a subprocess; returns the result and the results path."""
+
+    def run(*args: str, data: Path | None = None, out: str = "results.jsonl") -> tuple[pytest.RunResult, Path]:
+        path = aime_suite.path / out
+        result = aime_suite.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--dataset-path={data or tiny_aime}",
+            f"--agenteval-out={path}", *args,
+        )  # fmt: skip
+        return result, path
+
+    return run
+
+
+def replay_rows(texts: dict[int, Sequence[str]]) -> list[dict[str, Any]]:
+    return [
+        {"problem_id": pid, "sample_index": j, "text": text}
+        for pid, samples in texts.items()
+        for j, text in enumerate(samples)
+    ]

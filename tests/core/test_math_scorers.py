@@ -1,0 +1,100 @@
+"""The AIME answer rules, case by case (SPEC section 4; the seed's section 8.8)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_agenteval.scorers import (
+    extract_last_boxed,
+    normalize_integer_answer,
+    score_boxed_integer,
+    score_math_verify_tail,
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("$\\mathrm{007}$", 7),
+        ("21+21", None),
+        ("42.0", None),
+        ("70", 70),
+        (" 70 ", 70),
+        ("-5", -5),
+        ("+4", 4),
+        ("1,000", 1000),
+        ("\\$100", None),  # the backslash stays: not an integer
+        ("$100$", 100),
+        ("\\text{588}", 588),
+        ("\\mathrm{16}", 16),
+        ("\\text{\\mathrm{16}}", None),  # only one wrapper is unwrapped
+        ("\\text{ 5 }", None),  # no second strip after unwrapping
+        ("\\frac{1}{2}", None),
+        ("", None),
+        (None, None),
+        ("x = 5", None),
+    ],
+)
+def test_normalize_integer_answer(raw: str | None, expected: int | None) -> None:
+    assert normalize_integer_answer(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is \\boxed{70}.", "70"),
+        ("\\boxed{1} then \\boxed{2}", "2"),
+        ("nested \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("deep \\boxed{a{b{c}}d}", "a{b{c}}d"),
+        ("last unclosed: \\boxed{12} and \\boxed{13", "12"),
+        ("spaced \\boxed {42}", "42"),
+        ("no box here", None),
+        ("\\boxed{unclosed", None),
+        ("\\boxed", None),
+        ("\\boxed{}", ""),
+    ],
+)
+def test_extract_last_boxed(text: str, expected: str | None) -> None:
+    assert extract_last_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "truth", "correct", "formatted", "predicted"),
+    [
+        ("so \\boxed{70}", "70", True, True, 70),
+        ("so \\boxed{$\\mathrm{007}$}", "7", True, True, 7),
+        ("so \\boxed{21+21}", "42", False, True, None),
+        ("so \\boxed{42.0}", "42", False, True, None),
+        ("so \\boxed{\\frac{84}{2}}", "42", False, True, None),
+        ("so 42", "42", False, False, None),
+        ("\\boxed{41} wait, \\boxed{42}", "42", True, True, 42),
+        ("\\boxed{42} then \\boxed{41", "42", True, True, 42),
+    ],
+)
+def test_boxed_integer_score(text: str, truth: str, correct: bool, formatted: bool, predicted: int | None) -> None:
+    score = score_boxed_integer(text, truth)
+    assert (score.correct, score.formatted, score.fields["predicted_answer"]) == (correct, formatted, predicted)
+
+
+@pytest.mark.parametrize(
+    ("text", "truth", "correct", "formatted", "disagree"),
+    [
+        ("The answer is \\boxed{70}.", 70, True, True, False),
+        ("The answer is \\boxed{\\frac{140}{2}}.", 70, True, True, True),
+        ("The answer is \\boxed{071}.", 70, False, True, False),
+        ("\\boxed{70}" + "x" * 400, 70, False, False, True),  # outside the last 300 chars
+        ("The answer is \\boxed {70}.", 70, False, False, True),  # the reward rule wants `\boxed{`
+        ("no answer", 70, False, False, False),
+    ],
+)
+def test_math_verify_tail_score(text: str, truth: int, correct: bool, formatted: bool, disagree: bool) -> None:
+    score = score_math_verify_tail(text, truth)
+    assert (score.correct, score.formatted, score.fields["scorers_disagree"]) == (correct, formatted, disagree)
+
+
+def test_math_verify_tail_refuses_to_run_off_the_main_thread() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(RuntimeError, match="main thread"):
+            pool.submit(score_math_verify_tail, "\\boxed{1}", 1).result()
