@@ -1,0 +1,108 @@
+"""Bad input: one clear line at start-up naming the problem and the fix, no traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_PROBLEMS, write_jsonl
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def _assert_one_line(result: pytest.RunResult, message: str) -> None:
+    output = result.stdout.str() + result.stderr.str()
+    assert message in output, output
+    assert "Traceback" not in output, output
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def replay(pytester: pytest.Pytester) -> str:
+    rows = [{"problem_id": p["id"], "sample_index": 0, "text": "x"} for p in TINY_PROBLEMS]
+    return f"--model-path=replay:{write_jsonl(pytester.path / 'replay.jsonl', rows)}"
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"id": 0, "question": "q", "answer": "1"}],
+         "missing column(s) problem (has answer, id, question); the data needs problem, answer"),
+        ([{"id": 0, "problem": "a", "answer": "1"}, {"id": 0, "problem": "b", "answer": "2"}],
+         "duplicate id 0; ids must be unique"),
+        ([{"id": 0, "problem": "a", "answer": "1/2"}],
+         "answer '1/2' of problem 0 is not an integer; the text-only scorer needs integer answers"),
+        ([{"id": 0, "problem": "  ", "answer": "1"}], "problem 0 has an empty `problem`"),
+    ],
+)  # fmt: skip
+def test_bad_data(aime_suite: pytest.Pytester, replay: str, rows: list, message: str) -> None:
+    data = write_jsonl(aime_suite.path / "bad.jsonl", rows)
+    result = _run(aime_suite, f"--dataset-path={data}", replay)
+    _assert_one_line(result, f"agenteval: --dataset-path {data}: {message}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the run
+
+
+def test_missing_data_file(aime_suite: pytest.Pytester, replay: str) -> None:
+    result = _run(aime_suite, "--dataset-path=nowhere.jsonl", replay)
+    _assert_one_line(result, "--dataset-path nowhere.jsonl: no such file or folder")
+
+
+def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
+    (aime_suite.path / "broken.jsonl").write_text('{"id": 0, "problem": "x", "answer": "1"}\n{oops\n')
+    result = _run(aime_suite, "--dataset-path=broken.jsonl", replay)
+    _assert_one_line(result, "--dataset-path broken.jsonl:2: not valid JSON")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--model-path=missing.gguf",), "--model-path missing.gguf: no such file; give an existing .gguf file"),
+        (("--model-path=Qwen/Qwen3-4B",), "--model-path Qwen/Qwen3-4B: not a .gguf file or replay:PATH; "
+                                          "to evaluate a hub model or checkpoint folder, serve it"),
+        (("--model-path=replay:nope.jsonl",), "replay file nope.jsonl does not exist"),
+        (("--agenteval-gate", "aime25.average_at_n => 0.3"), "expected SUITE.METRIC OP NUMBER"),
+        (("--agenteval-gate", "aime25.accuracy >= 0.3"), "aime25 has no metric 'accuracy'"),
+        (("--val-n=0",), "--val-n must be >= 1, got 0"),
+        (("--top-p=1.5",), "--top-p must be in (0, 1], got 1.5"),
+        (("--val-n=abc",), "--val-n: 'abc' is not a valid int"),
+        (("--endpoint=http://127.0.0.1:1/v1", "--model-path=x.gguf"), "--endpoint and --model-path conflict"),
+        (("--mode=chat",), "invalid choice: 'chat'"),
+    ],
+)  # fmt: skip
+def test_bad_options_are_usage_errors(aime_suite: pytest.Pytester, tiny_aime: Path, args: tuple, message: str) -> None:
+    result = _run(aime_suite, f"--dataset-path={tiny_aime}", *args)
+    _assert_one_line(result, message)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_unreachable_endpoint(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:
+    port = _free_port()
+    result = _run(aime_suite, f"--dataset-path={tiny_aime}", f"--endpoint=http://127.0.0.1:{port}/v1")
+    _assert_one_line(result, f"cannot reach --endpoint http://127.0.0.1:{port}/v1 ([Errno 111] Connection "
+                             "refused); start the server or fix the URL")  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
+def test_unwritable_output_path_as_user(aime_suite: pytest.Pytester, tiny_aime: Path, replay: str) -> None:
+    locked = aime_suite.mkdir("locked")
+    locked.chmod(0o500)
+    result = _run(aime_suite, f"--dataset-path={tiny_aime}", replay, f"--agenteval-out={locked}/r.jsonl")
+    _assert_one_line(result, f"--agenteval-out {locked}/r.jsonl: not writable")
+
+
+def test_output_path_under_a_file_is_unwritable(aime_suite: pytest.Pytester, tiny_aime: Path, replay: str) -> None:
+    (aime_suite.path / "plain").write_text("a file, not a folder")
+    result = _run(aime_suite, f"--dataset-path={tiny_aime}", replay, "--agenteval-out=plain/r.jsonl")
+    _assert_one_line(result, "--agenteval-out plain/r.jsonl: not writable (")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
