@@ -1,0 +1,73 @@
+"""Write the official BFCL result files so ``bfcl evaluate`` can re-score a run.
+
+Layout of bfcl-eval 2026.3.23 (``BaseHandler.write``)::
+
+    <root>/<model name, "/" -> "_">/<non_live|live>/BFCL_v4_<category>_result.json
+
+one ``{"id": ..., "result": ...}`` JSON object per line, sorted by entry index.
+``result`` is the raw model text for prompting models, or the list of
+``{tool name: arguments JSON string}`` for function-calling models. Re-score
+with ``bfcl evaluate --model <model name> --test-category <categories>
+--result-dir <absolute root>`` (add ``--partial-eval`` when only some ids ran);
+``<model name>`` must be registered in bfcl-eval with a handler of the same
+inference style (a prompting model for raw text, an FC model for tool calls).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pytest_agenteval.bfcl._data import CATEGORIES, VERSION_PREFIX
+
+
+def result_path(root: str | Path, model_name: str, category: str) -> Path:
+    """Where the official runner looks for ``category``'s results of ``model_name``."""
+    group = "live" if category.startswith("live") else "non_live"
+    file_name = f"{VERSION_PREFIX}_{category}_result.json"
+    return Path(root) / model_name.replace("/", "_") / group / file_name
+
+
+def export_official_results(
+    items: Iterable[tuple[str, str, Any]], root: str | Path, model_name: str
+) -> list[Path]:
+    """Write one result file per category present in ``items`` (id, category, raw result).
+
+    Existing files for those categories are replaced. Returns the paths written,
+    in ``CATEGORIES`` order.
+    """
+    by_category: dict[str, dict[str, Any]] = {}
+    for entry_id, category, result in items:
+        if category not in CATEGORIES:
+            raise ValueError(f"unknown BFCL category {category!r} for {entry_id}")
+        # The official runner reads the category back from the id.
+        if entry_id.rsplit("_", 1)[0] != category:
+            raise ValueError(f"id {entry_id!r} does not belong to category {category!r}")
+        results = by_category.setdefault(category, {})
+        if entry_id in results:
+            raise ValueError(f"duplicate result for {entry_id}")
+        results[entry_id] = result
+    written = []
+    for category in CATEGORIES:
+        if category in by_category:
+            path = result_path(root, model_name, category)
+            _write_lines(path, sorted(by_category[category].items(), key=_index_key))
+            written.append(path)
+    return written
+
+
+def _index_key(item: tuple[str, Any]) -> int:
+    # `live_simple_19-3-15` sorts by 19, `simple_python_7` by 7, as officially.
+    return int(item[0].rsplit("_", 1)[1].split("-")[0])
+
+
+def _write_lines(path: Path, entries: list[tuple[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as handle:
+        for entry_id, result in entries:
+            handle.write(json.dumps({"id": entry_id, "result": result}) + "\n")
+    os.replace(partial, path)
