@@ -1,0 +1,403 @@
+"""The aiohttp application behind the mock server: routing, validation, faults, replies."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from ._config import ServerConfig
+from ._faults import FaultInjector, unit_draw
+from ._render import estimate_prompt_tokens, render_choice, tool_names
+from ._responders import last_user_text, normalize_replies
+from ._stats import InFlightTracker, RequestLog, outcome_counts
+
+
+def request_key(body: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of the whole body: messages/prompt, seed, sampling
+    params, model. Retries of one request share a key; different generations do not."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def openai_error(
+    status: int,
+    message: str,
+    type_: str,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    payload = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return web.json_response(payload, status=status, headers=headers)
+
+
+@dataclass
+class _Attempt:
+    """What one generation request did; becomes its log entry."""
+
+    endpoint: str
+    t: float  # wall-clock arrival
+    start: float  # monotonic arrival
+    key: str = ""
+    seed: Any = None
+    n: int = 1
+    attempt: int | None = None
+    outcome: str = "cancelled"  # overwritten unless the client vanished first
+    model: str | None = None
+    prompt: str = ""
+    finished: bool = False
+
+    def entry(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "key": self.key,
+            "seed": self.seed,
+            "outcome": self.outcome,
+            "latency": time.monotonic() - self.start,
+            "n": self.n,
+            "attempt": self.attempt,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "prompt": self.prompt,
+        }
+
+
+class ServerCore:
+    """State shared by the threaded, async and CLI front ends."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.responder = config.responder()
+        self.injector = FaultInjector(
+            rate=config.fault_rate,
+            mix=config.fault_kinds,
+            seed=config.fault_seed,
+            fail_first_k=config.fail_first_k_attempts_per_request,
+            first_k_kind=config.fail_first_k_kind,
+            plan=config.fault_plan,
+        )
+        self.tracker = InFlightTracker()
+        self.log = RequestLog(config.log_path)
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._active: dict[asyncio.Task[Any], _Attempt] = {}
+        self._ids = itertools.count(1)
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 2**20)  # long multi-turn conversations
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/stats", self._stats)
+        app.router.add_post("/stats/reset", self._reset)
+        # handler_cancellation: a client that hangs up (timeout) ends its request's
+        # in-flight time instead of leaving a handler sleeping on.
+        self._runner = web.AppRunner(
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=self.config.shutdown_timeout,
+        )
+        await self._runner.setup()
+        host = "127.0.0.1" if self.config.host == "localhost" else self.config.host
+        # A deep backlog: 200 simultaneous connects must not overflow the accept queue
+        # (dropped SYNs are retried after ~1 s and would wreck latency measurements).
+        self._site = site = web.TCPSite(self._runner, host, self.config.port, backlog=2048)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is None:
+            return
+        if self._site is not None:
+            await self._site.stop()  # no new connections from here on
+            self._site = None
+        # Let ordinary requests finish, but not stalls (pointless to wait for); then
+        # cancel what is left so stopping takes at most ``shutdown_timeout``.
+        waiting = [t for t, rec in self._active.items() if rec.outcome != "stall"]
+        if waiting:
+            await asyncio.wait(waiting, timeout=self.config.shutdown_timeout)
+        leftover = [t for t in self._active if not t.done()]
+        for task in leftover:
+            task.cancel()
+        await asyncio.gather(*leftover, return_exceptions=True)
+        await self._runner.cleanup()
+        self._runner = None
+        self.log.close()
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.config.host == "localhost" else self.config.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/v1"
+
+    def stats(self) -> dict[str, Any]:
+        entries = self.log.entries()
+        return {
+            "total_requests": len(entries),
+            "outcomes": outcome_counts(entries),
+            "unique_keys": len({e["key"] for e in entries}),
+            "choices_served": sum(e["n"] for e in entries if e["outcome"] == "ok"),
+            **self.tracker.snapshot(),
+        }
+
+    def reset(self) -> None:
+        self.log.clear()
+        self.tracker.reset()
+        self.injector.reset()
+
+    # -- control endpoints -----------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        denied = self._auth_error(request)
+        if denied is not None:
+            return denied
+        model = {
+            "id": self.config.model,
+            "object": "model",
+            "created": 0,
+            "owned_by": "pytest-agenteval",
+        }
+        return web.json_response({"object": "list", "data": [model]})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        self.reset()
+        return web.json_response({"ok": True})
+
+    # -- generation ------------------------------------------------------------------
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generation(request, "chat")
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generation(request, "completions")
+
+    async def _generation(self, request: web.Request, endpoint: str) -> web.StreamResponse:
+        rec = _Attempt(endpoint=endpoint, t=time.time(), start=time.monotonic())
+        task = asyncio.current_task()
+        assert task is not None
+        self._active[task] = rec
+        self.tracker.enter()
+        try:
+            return await self._serve(request, rec)
+        finally:  # also on CancelledError: the client hung up or the server is stopping
+            self._finish(rec)
+            del self._active[task]
+
+    def _finish(self, rec: _Attempt) -> None:
+        """Close the books on a request. Called *before* its last bytes go out, so a
+        client that has its response always finds it in the log and stats."""
+        if not rec.finished:
+            rec.finished = True
+            self.tracker.exit()
+            self.log.append(rec.entry())
+
+    async def _send(self, request: web.Request, resp: web.StreamResponse, rec: _Attempt) -> bool:
+        """Send ``resp`` with ``rec.outcome`` already set; False if the client is gone.
+        A failure after ``_finish`` (client vanished mid-write) keeps the logged outcome."""
+        try:
+            await resp.prepare(request)
+            self._finish(rec)
+            await resp.write_eof()
+            return True
+        except ConnectionError:
+            if not rec.finished:
+                rec.outcome = "cancelled"
+            return False
+
+    async def _serve(self, request: web.Request, rec: _Attempt) -> web.StreamResponse:
+        raw = await request.read()
+        body = _parse_body(raw)
+        rec.key = request_key(body) if body is not None else hashlib.sha256(raw).hexdigest()
+        if body is not None:
+            rec.seed, rec.model = body.get("seed"), body.get("model")
+            rec.prompt = last_user_text(body)[:200]
+        error = self._auth_error(request) or self._validate(body, rec.endpoint)
+        if error is not None:
+            rec.outcome = str(error.status)
+            await self._send(request, error, rec)
+            return error
+        assert body is not None
+        rec.n = int(body.get("n") or 1) if self.config.support_n else 1
+        rec.attempt = self.injector.next_attempt(rec.key)
+        fault = self.injector.decide(rec.key, rec.attempt, rec.endpoint, body)
+        if fault == "stall":
+            rec.outcome = "stall"  # logged as such even if the client gives up meanwhile
+            await asyncio.sleep(self.config.stall_s)
+            if self.config.stall_then == "close":
+                return self._reset_connection(request, rec)
+            fault = None
+        else:
+            await asyncio.sleep(self._delay_s(rec))
+        if fault is not None:
+            rec.outcome = fault
+            return await self._fault(request, fault, body, rec)
+        return await self._respond(request, body, rec)
+
+    def _delay_s(self, rec: _Attempt) -> float:
+        cfg = self.config
+        jitter = 0.0
+        if cfg.jitter_ms:
+            u = unit_draw(cfg.fault_seed, rec.key, rec.attempt or 0, "jitter")
+            jitter = (2.0 * u - 1.0) * cfg.jitter_ms
+        return max(0.0, cfg.latency_ms + jitter) / 1000.0
+
+    async def _respond(
+        self, request: web.Request, body: dict[str, Any], rec: _Attempt
+    ) -> web.StreamResponse:
+        try:
+            payload = self._payload(body, rec)
+        except Exception as exc:  # a broken script must be loud, not a hang
+            rec.outcome = "responder_error"
+            error = openai_error(500, f"responder failed: {exc!r}", "server_error")
+            await self._send(request, error, rec)
+            return error
+        if rec.outcome != "stall":  # a stall that finally answers stays a stall
+            rec.outcome = "ok"
+        resp = web.json_response(payload)
+        await self._send(request, resp, rec)
+        return resp
+
+    async def _fault(
+        self, request: web.Request, kind: str, body: dict[str, Any], rec: _Attempt
+    ) -> web.StreamResponse:
+        if kind == "reset":
+            return self._reset_connection(request, rec)
+        if kind == "truncated":
+            return self._truncated(request, body, rec)
+        if kind == "429":
+            retry = self.config.retry_after
+            headers = {"Retry-After": retry} if retry is not None else None
+            resp = openai_error(
+                429,
+                "Rate limit reached (injected fault).",
+                "rate_limit_error",
+                "rate_limit_exceeded",
+                headers,
+            )
+        elif kind == "503":
+            resp = openai_error(503, "The server is overloaded (injected fault).", "server_error")
+        else:
+            resp = openai_error(500, "The server had an error (injected fault).", "server_error")
+        await self._send(request, resp, rec)
+        return resp
+
+    def _truncated(
+        self, request: web.Request, body: dict[str, Any], rec: _Attempt
+    ) -> web.StreamResponse:
+        # Raw bytes: aiohttp would not let us announce a length and then send less.
+        payload = json.dumps(self._payload(body, rec)).encode()
+        head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        if self.config.truncate_declares_length:
+            head += f"Content-Length: {len(payload)}\r\n"
+        transport = request.transport
+        self._finish(rec)
+        if transport is not None and not transport.is_closing():
+            transport.write(head.encode() + b"\r\n" + payload[: len(payload) // 2])
+            transport.close()  # flushes what was written, then FIN
+        return web.Response(status=500)  # never sent: the transport is closing
+
+    def _reset_connection(self, request: web.Request, rec: _Attempt) -> web.StreamResponse:
+        self._finish(rec)
+        if request.transport is not None:
+            request.transport.abort()  # RST-like: no response bytes at all
+        return web.Response(status=500)  # never sent: the transport is gone
+
+    def _auth_error(self, request: web.Request) -> web.Response | None:
+        key = self.config.api_key
+        if key is None or request.headers.get("Authorization") == f"Bearer {key}":
+            return None
+        return openai_error(
+            401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
+        )
+
+    def _validate(self, body: dict[str, Any] | None, endpoint: str) -> web.Response | None:
+        problem = _body_problem(body, endpoint)
+        if problem is not None:
+            return openai_error(400, problem, "invalid_request_error")
+        assert body is not None
+        model = body.get("model")
+        if self.config.strict_model and model != self.config.model:
+            return openai_error(
+                404,
+                f"The model `{model}` does not exist",
+                "invalid_request_error",
+                "model_not_found",
+            )
+        return None
+
+    def _payload(self, body: dict[str, Any], rec: _Attempt) -> dict[str, Any]:
+        chat = rec.endpoint == "chat"
+        replies = normalize_replies(self.responder(body))
+        model = body.get("model") or self.config.model
+        values = {"seed": rec.seed, "n": rec.n, "model": model}
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        native = tool_names(body) if chat else frozenset()
+        choices, completion_tokens = [], 0
+        for i in range(rec.n):
+            choice, tokens = render_choice(
+                replies[i % len(replies)],
+                i,
+                chat=chat,
+                native_tools=native,
+                max_tokens=max_tokens,
+                values=values,
+                call_id=f"call_{rec.key[:12]}_{i}",
+            )
+            choices.append(choice)
+            completion_tokens += tokens
+        prompt_tokens = estimate_prompt_tokens(body)
+        return {
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-mock{next(self._ids):06d}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+def _parse_body(raw: bytes) -> dict[str, Any] | None:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _body_problem(body: dict[str, Any] | None, endpoint: str) -> str | None:
+    if body is None:
+        return "We could not parse the JSON body of your request (expected a JSON object)."
+    if endpoint == "chat":
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return "'messages' must be a non-empty list."
+        if not all(isinstance(m, dict) and "role" in m for m in messages):
+            return "every message needs a 'role'."
+    else:
+        prompt = body.get("prompt")
+        single = isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str)
+        if not (isinstance(prompt, str) or single):
+            return "'prompt' must be a string (or a list holding one string)."
+    for name in ("n", "max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1
+        ):
+            return f"'{name}' must be a positive integer."
+    return None

@@ -1,0 +1,69 @@
+"""``ServerConfig``: every knob of the mock OpenAI server, with inert defaults."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
+from ._responders import DEFAULT_ANSWER, AnswerMapResponder, Reply, Responder, TemplateResponder
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass
+class ServerConfig:
+    """Defaults: no latency, no faults, no auth, ``n`` honoured, any model name accepted.
+
+    Responder precedence: ``script`` > ``answers`` (falling back to ``answer``) > ``answer``.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = ephemeral
+    model: str = "mock-model"
+    strict_model: bool = False  # True: unknown model names get a 404 model_not_found
+    api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
+    support_n: bool = True  # False: always one choice, whatever ``n`` says
+
+    latency_ms: float = 0.0  # per request (not per choice)
+    jitter_ms: float = 0.0  # uniform +-jitter, deterministic per (key, attempt)
+
+    answer: str = DEFAULT_ANSWER  # may use {seed} {n} {index} {model}
+    answers: Mapping[str | re.Pattern[str], str | Reply] | None = None
+    script: Responder | None = None
+
+    fault_rate: float = 0.0  # share of attempts that fail (drawn by hash)
+    fault_kinds: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_FAULT_MIX))
+    fault_seed: int = 0
+    fail_first_k_attempts_per_request: int = 0
+    fail_first_k_kind: str = "503"
+    fault_plan: FaultPlan | None = None  # (FaultContext) -> kind | None; overrides fault_rate
+    retry_after: str | None = "0.1"  # Retry-After header of 429s; None = no header
+    stall_s: float = 30.0  # a stalled request sleeps this long, then...
+    stall_then: Literal["close", "respond"] = "close"  # ...drops the connection or answers
+    truncate_declares_length: bool = True  # truncated 200 announces the full Content-Length
+
+    log_path: str | Path | None = None  # also append every log entry to this JSONL file
+    shutdown_timeout: float = 1.0  # grace for in-flight requests when the server stops
+
+    def __post_init__(self) -> None:
+        if self.host not in LOOPBACK_HOSTS:
+            raise ValueError(f"the test server only binds loopback hosts, not {self.host!r}")
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be within [0, 1], got {self.fault_rate}")
+        if self.latency_ms < 0 or self.jitter_ms < 0 or self.stall_s < 0:
+            raise ValueError("latency_ms, jitter_ms and stall_s must be >= 0")
+        if self.stall_then not in ("close", "respond"):
+            raise ValueError(f"stall_then must be 'close' or 'respond': {self.stall_then!r}")
+        validate_fault_mix(self.fault_kinds)
+        validate_fault_mix({self.fail_first_k_kind: 1.0})
+
+    def responder(self) -> Responder:
+        if self.script is not None:
+            return self.script
+        if self.answers:
+            return AnswerMapResponder(self.answers, default=self.answer)
+        return TemplateResponder(self.answer)

@@ -1,0 +1,134 @@
+"""A real-socket OpenAI-compatible mock server with latency, accounting and faults.
+
+In-process (own event loop in a background thread)::
+
+    with OpenAITestServer(ServerConfig(latency_ms=50, fault_rate=0.2)) as srv:
+        call(srv.url)            # "http://127.0.0.1:<port>/v1"
+        srv.stats(); srv.requests
+
+Inside a running loop: ``async with AsyncOpenAITestServer(config) as srv: ...``.
+As a process: ``python -m pytest_agenteval.testing.openai_server --port 0 ...`` prints
+``LISTENING http://127.0.0.1:PORT/v1`` once bound and its stats JSON on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._app import ServerCore, request_key
+from ._config import ServerConfig
+from ._faults import parse_fault_mix
+from ._process import get_stats, reset_stats, start_server_process, stop_server_process
+from ._responders import DEFAULT_ANSWER, Reply
+from ._server import AsyncOpenAITestServer, OpenAITestServer
+
+__all__ = [
+    "AsyncOpenAITestServer",
+    "OpenAITestServer",
+    "ServerConfig",
+    "get_stats",
+    "main",
+    "request_key",
+    "reset_stats",
+    "start_server_process",
+    "stop_server_process",
+]
+
+
+# -- CLI -----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m pytest_agenteval.testing.openai_server",
+        description="OpenAI-compatible mock server for tests.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="loopback only")
+    p.add_argument("--port", type=int, default=0, help="0 = ephemeral")
+    p.add_argument("--model", default="mock-model")
+    p.add_argument("--strict-model", action="store_true", help="404 for other model names")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    p.add_argument("--no-n", action="store_true", help="ignore n: always one choice")
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--jitter-ms", type=float, default=0.0)
+    p.add_argument("--answer", default=DEFAULT_ANSWER, help="reply text; {seed} {n} {index}")
+    p.add_argument(
+        "--answers-json",
+        type=Path,
+        default=None,
+        help='JSON object {"substring or re:regex": "reply", ...}',
+    )
+    p.add_argument("--script", default=None, help="MODULE:ATTR of a responder callable")
+    p.add_argument("--fault-rate", type=float, default=0.0)
+    p.add_argument("--fault-kinds", default=None, help='e.g. "429=2,500,503,reset,truncated"')
+    p.add_argument("--fault-seed", type=int, default=0)
+    p.add_argument("--fail-first-k", type=int, default=0, help="first K attempts per key fail")
+    p.add_argument("--fail-first-kind", default="503")
+    p.add_argument("--retry-after", default="0.1", help="Retry-After of 429s ('' = none)")
+    p.add_argument("--stall-s", type=float, default=30.0)
+    p.add_argument("--stall-then", choices=("close", "respond"), default="close")
+    p.add_argument("--log", type=Path, default=None, help="append request log as JSONL")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    answers: dict[str | re.Pattern[str], str | Reply] | None = None
+    if args.answers_json is not None:
+        answers = dict(json.loads(args.answers_json.read_text(encoding="utf-8")))
+    script = None
+    if args.script:
+        module, _, attr = args.script.partition(":")
+        script = getattr(importlib.import_module(module), attr)
+    extra = {"fault_kinds": parse_fault_mix(args.fault_kinds)} if args.fault_kinds else {}
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        strict_model=args.strict_model,
+        api_key=args.api_key,
+        support_n=not args.no_n,
+        latency_ms=args.latency_ms,
+        jitter_ms=args.jitter_ms,
+        answer=args.answer,
+        answers=answers,
+        script=script,
+        fault_rate=args.fault_rate,
+        fault_seed=args.fault_seed,
+        fail_first_k_attempts_per_request=args.fail_first_k,
+        fail_first_k_kind=args.fail_first_kind,
+        retry_after=args.retry_after or None,
+        stall_s=args.stall_s,
+        stall_then=args.stall_then,
+        log_path=args.log,
+        **extra,
+    )
+
+
+async def _serve_until_signal(config: ServerConfig) -> dict[str, Any]:
+    core = ServerCore(config)
+    await core.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"LISTENING {core.url}", flush=True)
+    await stop.wait()
+    await core.stop()  # stats afterwards: requests cut short by the stop are counted too
+    return core.stats()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = config_from_args(build_parser().parse_args(argv))
+    stats = asyncio.run(_serve_until_signal(config))
+    print(json.dumps(stats), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
