@@ -123,11 +123,10 @@ class ResultsCollector:
             "mode": described.get("mode"),
             "base_model": self.choice.model_name or self.choice.label,
             "model_path": settings.model_path,
-            "temperature": settings.temperature,
-            "top_p": settings.top_p,
-            "top_k": settings.top_k,
+            **suite.sampling(settings),
             "val_n": records[0].val_n if records else settings.val_n,
             **suite.summarize(scored, settings),
+            **suite.after_run(records, settings),
             "complete": not errored and not own_missing and not interrupted,
             "errors": {"items": len(errored), "problem_ids": [r.problem_id for r in errored],
                        "messages": {str(r.problem_id): r.error for r in errored}},  # fmt: skip

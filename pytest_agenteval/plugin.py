@@ -163,6 +163,9 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     if suite is None:
         raise pytest.UsageError(f"{request.node.nodeid}: module has no `{SUITE_ATTRIBUTE}`")
     runtime = request.config.stash[RUNTIME]
+    admission = runtime.admission(suite, problem)
+    if admission not in ("run", "wait"):
+        pytest.skip(admission)
     record = runtime.evaluate(suite, problem, request.node.nodeid)
     request.node.user_properties.append((RECORD_KEY, record.to_dict()))
     if not record.complete:

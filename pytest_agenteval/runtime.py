@@ -33,6 +33,7 @@ class Runtime:
         self._sampler: Any = None
         self._sandbox: Any = None
         self.cache: Any = None
+        self.history: dict[str, dict[str, list[bool]]] = {}  # suite -> category -> verdicts
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -77,9 +78,19 @@ class Runtime:
             )
         return self._sandbox
 
-    @property
-    def sandbox_started(self) -> Any:
-        return self._sandbox
+    async def run_code(self, code: str, ctx: RolloutContext, call_index: int) -> Any:
+        """One sandboxed code call of a rollout; cached per (sample, call, code) so a
+        resumed trajectory sees the same observations."""
+        key = None
+        if self.cache is not None:
+            key = self.cache.tool_key(ctx.problem.suite, ctx.problem.node_id, ctx.seed, call_index, code)
+            hit = self.cache.get_tool(key)
+            if hit is not None:
+                return hit
+        result = await self.sandbox().run(code)
+        if key is not None and result.status != "sandbox_error":
+            self.cache.put_tool(key, result)
+        return result
 
     # -- rollouts ----------------------------------------------------------------------
     def sample_count(self, suite: Suite, problem: Problem) -> int:
@@ -97,7 +108,9 @@ class Runtime:
             ).rollout
             return dataclasses.replace(rollout, attempts=0, retries=0)  # nothing was sent
         seed = sample_seed(self.settings.seed, problem.id, sample_index)
-        ctx = RolloutContext(self.settings, sampler, problem, sample_index, seed, self)
+        ctx = RolloutContext(
+            self.settings, sampler, problem, sample_index, seed, self, suite.sampling(self.settings)
+        )
         return await suite.rollout(ctx)
 
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
@@ -113,7 +126,11 @@ class Runtime:
     def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
         """Start the rollouts of items pytest will run soon, in their order."""
         for suite, problem, order in upcoming:
-            self._submit(suite, problem, order)
+            if self.admission(suite, problem) == "run":
+                self._submit(suite, problem, order)
+
+    def admission(self, suite: Suite, problem: Problem) -> str:
+        return suite.admission(problem, self.settings, self.history.get(suite.name, {}))
 
     def forget(self, keep: Iterable[tuple[str, str]]) -> None:
         """Drop queued rollouts of items no longer scheduled here (stolen by another worker)."""
@@ -138,6 +155,8 @@ class Runtime:
                 continue
             generations.append(GenerationRecord(index, seed, rollout, score))
         self.engine.release((suite.name, problem.node_id, j) for j in range(len(futures)))
+        passed = any(g.score.correct for g in generations)
+        self.history.setdefault(suite.name, {}).setdefault(suite.category_of(problem), []).append(passed)
         return ProblemRecord(
             suite=suite.name,
             problem_id=problem.id,

@@ -36,17 +36,17 @@ class RolloutContext:
     sample_index: int
     seed: int
     resources: Any  # the per-process Runtime: lazily started shared tools (the sandbox)
+    sampling: Mapping[str, Any]  # the suite's effective temperature, top_p, top_k, max_tokens
 
-    def params(self, max_tokens: int | None = None) -> SamplingParams:
+    def params(self, max_tokens: int | None = None, seed: int | None = None) -> SamplingParams:
         from .samplers import SamplingParams
 
-        settings = self.settings
         return SamplingParams(
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            top_k=settings.top_k,
-            max_tokens=max_tokens or settings.max_tokens,
-            seed=self.seed,
+            temperature=self.sampling["temperature"],
+            top_p=self.sampling["top_p"],
+            top_k=self.sampling["top_k"],
+            max_tokens=max_tokens or self.sampling["max_tokens"],
+            seed=self.seed if seed is None else seed,
         )
 
 
@@ -62,6 +62,29 @@ class Suite:
 
     def samples(self, settings: Settings) -> int:
         return settings.val_n
+
+    def sampling(self, settings: Settings) -> dict[str, Any]:
+        """Sampling parameters this suite sends; a suite may default differently from the
+        command line's defaults, never against what the user set."""
+        return {
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "top_k": settings.top_k,
+            "max_tokens": settings.max_tokens,
+        }
+
+    def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
+        """"run", "wait" (cannot decide yet: do not prefetch) or a skip reason. `history`
+        holds this process's item verdicts so far, by category (see `category_of`)."""
+        return "run"
+
+    def category_of(self, problem: Problem) -> str:
+        return self.name
+
+    def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        """Side outputs written on the controller at the end (export files); returns
+        fields for the summary."""
+        return {}
 
     async def rollout(self, ctx: RolloutContext) -> Rollout:
         raise NotImplementedError

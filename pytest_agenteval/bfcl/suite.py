@@ -1,0 +1,221 @@
+"""BFCL as a test suite: one item per official entry, prompting or native calls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..options import Settings
+from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
+from ..suite import DataError, RolloutContext, Suite
+from ._data import CATEGORIES, BfclDataError, BfclEntry, category_markers, load_bfcl
+from ._export import export_official_results
+from ._metrics import BfclItemResult, summarize_bfcl
+from ._progressive import next_stage, progressive_stages
+from ._prompt import native_messages, native_tools, prompt_messages
+from ._score import BfclScore, score_text, score_tool_calls
+
+LEADERBOARD_TEMPERATURE = 0.001  # bfcl-eval's default when the user sets none
+DEFAULT_MAX_TOKENS = 1024
+SCORE_FIELDS = ("valid", "lenient_valid", "error_type", "decode_error", "predicted_call",
+                "expected_call", "params_total", "params_correct", "decoded")  # fmt: skip
+
+
+def parse_weights(text: str | None) -> dict[str, float] | None:
+    """`simple_python=2,multiple=1` -> {"simple_python": 2.0, "multiple": 1.0}."""
+    if not text:
+        return None
+    weights = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() not in CATEGORIES:
+            raise ValueError(f"--bfcl-weights: unknown category {name.strip()!r}")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"--bfcl-weights: {part!r} is not CATEGORY=NUMBER") from None
+    return weights
+
+
+class Bfcl(Suite):
+    name = "bfcl"
+    score_fields = SCORE_FIELDS
+
+    def load(self, settings: Settings) -> list[Problem]:
+        try:
+            entries = load_bfcl(CATEGORIES, settings.bfcl_data_dir)
+        except BfclDataError as exc:
+            raise DataError(str(exc)) from None
+        problems = [
+            Problem(self.name, entry.id, index, _question_text(entry), entry.ground_truth,
+                    ("bfcl", *category_markers(entry.category)), entry)  # fmt: skip
+            for index, entry in enumerate(entries)
+        ]
+        self._ranks, self._category_sizes = _ranks(entries)
+        if settings.bfcl_progressive is not None:
+            problems = _stage_order(problems, self._ranks)
+        return problems
+
+    def samples(self, settings: Settings) -> int:
+        return settings.val_n if "val_n" in settings.explicit else 1
+
+    def sampling(self, settings: Settings) -> dict[str, Any]:
+        sampling = super().sampling(settings)
+        if "temperature" not in settings.explicit:
+            sampling["temperature"] = LEADERBOARD_TEMPERATURE
+        if "max_tokens" not in settings.explicit:
+            sampling["max_tokens"] = DEFAULT_MAX_TOKENS
+        return sampling
+
+    async def rollout(self, ctx: RolloutContext) -> Rollout:
+        entry: BfclEntry = ctx.problem.payload
+        native = ctx.settings.bfcl_style == "native"
+        messages = native_messages(entry) if native else prompt_messages(entry)
+        tools = native_tools(entry.functions, entry.language) if native else None
+        completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
+        calls = [{"name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
+        return Rollout(
+            text=completion.text,
+            stop_reason="length" if completion.finish_reason == "length" else "answer",
+            finish_reason=completion.finish_reason,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            latency_s=completion.latency_s,
+            attempts=completion.attempts,
+            retries=max(0, completion.attempts - 1),
+            cached=completion.cached,
+            extra={"tool_calls": calls} if native else {},
+        )
+
+    def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
+        entry: BfclEntry = problem.payload
+        if settings.bfcl_style == "native":
+            calls = rollout.extra.get("tool_calls") or None
+            scored = score_tool_calls(entry, calls, rollout.text)
+        else:
+            scored = score_text(entry, rollout.text)
+        return _to_score(entry, scored)
+
+    def prompt_hash(self, problem: Problem, settings: Settings) -> str:
+        entry: BfclEntry = problem.payload
+        return content_hash([prompt_messages(entry), settings.bfcl_style])
+
+    def problem_extra(self, problem: Problem) -> dict[str, Any]:
+        return {"category": problem.payload.category}
+
+    def category_of(self, problem: Problem) -> str:
+        return problem.payload.category
+
+    def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
+        """Progressive mode: an item of a later stage runs only if its category's accuracy
+        at the end of the previous stage reached the threshold."""
+        threshold = settings.bfcl_progressive
+        if threshold is None:
+            return "run"
+        category = problem.payload.category
+        sizes = progressive_stages(self._category_sizes[category])
+        stage = next(i for i, end in enumerate(sizes) if self._ranks[problem.node_id] < end)
+        if stage == 0:
+            return "run"
+        boundary = sizes[stage - 1]
+        seen = list(history.get(category, ()))
+        if len(seen) < boundary:
+            return "wait"  # the previous stage has not finished here yet
+        verdicts = seen[:boundary]
+        if next_stage(verdicts, sizes, threshold) is None:
+            accuracy = sum(verdicts) / boundary
+            return (f"progressive: {category} stopped after {boundary} items "
+                    f"(accuracy {accuracy:.2f} < {threshold:g})")
+        return "run"
+
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        return {"dataset": "bfcl-eval", "bfcl_data_dir": settings.bfcl_data_dir,
+                "mode": settings.bfcl_style, "scorer": "bfcl-ast (official semantics)"}  # fmt: skip
+
+    def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        results = [_item_result(r, g.to_dict()) for r in records for g in r.generations]
+        summary = summarize_bfcl(results, parse_weights(settings.bfcl_weights))
+        return {"problems": len(records), "generations": len(results), **summary}
+
+    def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        if not settings.bfcl_export_dir:
+            return {}
+        items = [(str(r.problem_id), r.extra["category"], _official_result(g.to_dict(), settings))
+                 for r in records for g in r.generations[:1]]  # fmt: skip
+        model = settings.model_name or "agenteval-model"
+        paths = export_official_results(items, Path(settings.bfcl_export_dir), model)
+        return {"exported": [str(p) for p in paths]}
+
+    def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+        rows = [("accuracy", f"{summary.get('accuracy', 0):.3f} (lenient "
+                             f"{summary.get('lenient_accuracy', 0):.3f})")]  # fmt: skip
+        for category, values in (summary.get("per_category") or {}).items():
+            rows.append((f"  {category}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})"))
+        groups = summary.get("groups") or {}
+        rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
+        return rows
+
+    def failure_message(self, record: ProblemRecord) -> str:
+        errors = [g.score.fields.get("error_type") for g in record.generations]
+        return f"{record.num_correct}/{len(record.generations)} valid; error types {errors}"
+
+
+def _question_text(entry: BfclEntry) -> str:
+    turn = entry.question[0] if entry.question else []
+    return "\n".join(str(m.get("content", "")) for m in turn if m.get("role") == "user")
+
+
+def _to_score(entry: BfclEntry, scored: BfclScore) -> Score:
+    result = scored.item_result(entry)
+    return Score(
+        correct=result.valid,
+        formatted=scored.decoded is not None,
+        answer=json.dumps(scored.decoded, sort_keys=True) if scored.decoded is not None else None,
+        fields={
+            "valid": result.valid, "lenient_valid": result.lenient_valid,
+            "error_type": result.error_type, "decode_error": scored.decode_error,
+            "predicted_call": result.predicted_call, "expected_call": result.expected_call,
+            "params_total": result.params_total, "params_correct": result.params_correct,
+            "decoded": scored.decoded,
+        },
+    )  # fmt: skip
+
+
+def _item_result(record: ProblemRecord, generation: Mapping[str, Any]) -> BfclItemResult:
+    return BfclItemResult(
+        id=str(record.problem_id), category=record.extra["category"],
+        valid=bool(generation["valid"]), lenient_valid=bool(generation["lenient_valid"]),
+        error_type=generation.get("error_type"), expected_call=bool(generation["expected_call"]),
+        predicted_call=bool(generation["predicted_call"]),
+        params_total=int(generation["params_total"]), params_correct=int(generation["params_correct"]),
+    )  # fmt: skip
+
+
+def _official_result(generation: Mapping[str, Any], settings: Settings) -> Any:
+    """What bfcl-eval stores per entry: the raw text for prompting models, the list of
+    {name: arguments-json} for function-calling ones."""
+    if settings.bfcl_style == "native":
+        return [{c["name"]: c["arguments"]} for c in generation.get("tool_calls") or []]
+    return generation["text"]
+
+
+def _ranks(entries: Sequence[BfclEntry]) -> tuple[dict[str, int], dict[str, int]]:
+    """Each entry's position within its category, and the category sizes."""
+    ranks: dict[str, int] = {}
+    sizes: dict[str, int] = {}
+    for entry in entries:
+        ranks[entry.id] = sizes.get(entry.category, 0)
+        sizes[entry.category] = ranks[entry.id] + 1
+    return ranks, sizes
+
+
+def _stage_order(problems: list[Problem], ranks: Mapping[str, int]) -> list[Problem]:
+    """Progressive mode runs every category's first 5, then 50, then the rest."""
+    def key(problem: Problem) -> tuple[int, int, int]:
+        rank = ranks[problem.node_id]
+        stage = next(i for i, end in enumerate(progressive_stages(10**9)) if rank < end)
+        return stage, CATEGORIES.index(problem.payload.category), rank
+
+    return sorted(problems, key=key)
