@@ -75,3 +75,39 @@ def replay_rows(texts: dict[int, Sequence[str]]) -> list[dict[str, Any]]:
         for pid, samples in texts.items()
         for j, text in enumerate(samples)
     ]
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Any:
+    """A real `python -m llama_cpp.server` with the embedded gguf, on a free port."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from pytest_agenteval.samplers import embedded_model_path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_model_path()),
+         "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "2048",
+         "--model_alias", "smollm2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/models", timeout=2).read()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("python -m llama_cpp.server did not start")
+            time.sleep(0.2)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)

@@ -23,7 +23,7 @@ class RetryPolicy:
         backoff = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
         wait = rng.uniform(0, backoff)
         if retry_after is not None:
-            wait = max(wait, min(retry_after, self.max_delay_s))
+            wait = max(wait, retry_after)  # the server knows best; max_total_s bounds it
         return wait
 
     def should_retry(self, attempt: int, started: float, wait: float) -> bool:

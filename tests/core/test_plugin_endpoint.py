@@ -1,0 +1,55 @@
+"""The suite against OpenAI-compatible servers over real sockets: our test server (exact
+requests and answers) and a real `python -m llama_cpp.server` with the embedded model."""
+
+from __future__ import annotations
+
+from tests.conftest import read_results
+from pytest_agenteval.records import sample_seed
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+
+ANSWERS = {"30 + 40": "easy: \\boxed{70}", "12 * 49": "\\boxed{588}", "power 4": "\\boxed{15}"}
+
+
+def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> None:
+    with OpenAITestServer(ServerConfig(answers=ANSWERS, answer="no idea")) as server:
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=3", "-n", "2")
+        requests = server.requests
+    result.assert_outcomes(passed=2, failed=2)
+    problems, (summary,) = read_results(out)
+    assert sorted(r["seed"] for r in requests) == sorted(
+        sample_seed(42, pid, j) for pid in range(4) for j in range(3)
+    )
+    assert [g["seed"] for g in problems[1]["generations"]] == [sample_seed(42, 1, j) for j in range(3)]
+    assert [p["num_correct"] for p in problems] == [3, 3, 0, 0]
+    assert summary["model"] == {"backend": "openai", "label": "mock-model", "name": "mock-model",
+                                "endpoints": [server.url], "api_key_env": "OPENAI_API_KEY"}  # fmt: skip
+    assert (summary["average_at_n"], summary["requests"]["attempts"]) == (0.5, 12)
+
+
+def test_api_key_comes_from_the_environment_and_is_never_recorded(run_suite, monkeypatch) -> None:
+    monkeypatch.setenv("MY_EVAL_KEY", "sk-secret-123")
+    with OpenAITestServer(ServerConfig(api_key="sk-secret-123")) as server:
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=1", "--limit=1", "--api-key-env=MY_EVAL_KEY")
+    result.assert_outcomes(passed=1)
+    assert "sk-secret-123" not in out.read_text()
+
+
+def test_a_wrong_key_is_a_start_up_error(run_suite, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+    with OpenAITestServer(ServerConfig(api_key="right")) as server:
+        result, _ = run_suite(f"--endpoint={server.url}")
+    assert result.ret == 4
+    assert f"--endpoint {server.url} refused the API key (HTTP 401)" in result.stderr.str()
+
+
+def test_real_llama_cpp_server_gives_the_same_file_shape(run_suite, llama_server: str) -> None:
+    result, out = run_suite(f"--endpoint={llama_server}", "--val-n=2", "--limit=3", "--max-tokens=24", "-n", "2")
+    assert result.ret == 1  # SmolLM2 solves none: failures, not errors
+    result.assert_outcomes(failed=3)
+    problems, (summary,) = read_results(out)
+    assert [p["problem_id"] for p in problems] == [0, 1, 2]
+    assert all(len(p["generations"]) == 2 and all(g["text"] for g in p["generations"]) for p in problems)
+    assert {"text", "correct", "formatted", "predicted_answer", "boxed_answer", "code_calls", "turns",
+            "seed"} <= problems[0]["generations"][0].keys()  # fmt: skip
+    assert (summary["model"]["name"], summary["generations"], summary["complete"]) == ("smollm2", 6, True)
+    assert 0 < summary["tokens"]["completion"] <= 6 * 24
