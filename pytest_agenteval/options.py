@@ -81,6 +81,9 @@ OPTIONS: tuple[Option, ...] = (
            "retool: new tokens per assistant turn", int),
     Option("max_tool_response_tokens", "--max-tool-response-tokens", 512,
            "retool: tokens of tool output shown to the model (the tail is kept)", int),
+    Option("tool_protocol", "--tool-protocol", "auto", "retool tool calls: native "
+           "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
+           choices=("auto", "native", "text")),
     # sandbox
     Option("sandbox_timeout", "--sandbox-timeout", 30.0, "seconds per code call", float),
     Option("sandbox_workers", "--sandbox-workers", 8, "code calls running at once", int),
@@ -120,6 +123,8 @@ OPTIONS: tuple[Option, ...] = (
            "compare list answers ignoring order (the seed's variant; official is in order)",
            _bool),
     Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns", int),
+    Option("gaia_submission", "--gaia-submission", None, "test split: leaderboard submission "
+           "JSONL path (default: agenteval-results/gaia-test-submission.jsonl)"),
 )  # fmt: skip
 
 
@@ -156,6 +161,7 @@ class Settings:
     max_trajectory_tokens: int
     max_assistant_tokens: int
     max_tool_response_tokens: int
+    tool_protocol: str
     sandbox_timeout: float
     sandbox_workers: int
     sandbox_level: str
@@ -174,6 +180,7 @@ class Settings:
     gaia_split: str
     gaia_unordered_lists: bool
     gaia_max_steps: int
+    gaia_submission: str | None
     explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
 
     def as_dict(self) -> dict[str, Any]:

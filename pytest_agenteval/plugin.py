@@ -155,6 +155,13 @@ class Evaluation:
             pytest.fail(self.suite.failure_message(self.record), pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def agenteval_agent() -> Any:
+    """The agent under test for agent suites (GAIA). None: the default agent. Override it
+    in your conftest.py with an async callable `task -> AgentResult`."""
+    return None
+
+
 @pytest.fixture
 def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     """Generates and scores the item's N samples during setup, so a generation that
@@ -163,6 +170,8 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     if suite is None:
         raise pytest.UsageError(f"{request.node.nodeid}: module has no `{SUITE_ATTRIBUTE}`")
     runtime = request.config.stash[RUNTIME]
+    if suite.uses_agent:
+        runtime.set_agent(suite, request.getfixturevalue("agenteval_agent"))
     admission = runtime.admission(suite, problem)
     if admission not in ("run", "wait"):
         pytest.skip(admission)

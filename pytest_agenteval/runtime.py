@@ -34,6 +34,8 @@ class Runtime:
         self._sandbox: Any = None
         self.cache: Any = None
         self.history: dict[str, dict[str, list[bool]]] = {}  # suite -> category -> verdicts
+        self.agents: dict[str, Any] = {}  # suite -> the user's agent, from `agenteval_agent`
+        self._agent_known: set[str] = set()
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -126,8 +128,15 @@ class Runtime:
     def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
         """Start the rollouts of items pytest will run soon, in their order."""
         for suite, problem, order in upcoming:
+            if suite.uses_agent and suite.name not in self._agent_known:
+                continue  # the agent fixture has not been set up yet: nothing to run ahead
             if self.admission(suite, problem) == "run":
                 self._submit(suite, problem, order)
+
+    def set_agent(self, suite: Suite, agent: Any) -> None:
+        if agent is not None:
+            self.agents[suite.name] = agent
+        self._agent_known.add(suite.name)
 
     def admission(self, suite: Suite, problem: Problem) -> str:
         return suite.admission(problem, self.settings, self.history.get(suite.name, {}))

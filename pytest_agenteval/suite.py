@@ -56,6 +56,7 @@ class Suite:
     name: str = "suite"
     markers: Mapping[str, str] = {}
     score_fields: tuple[str, ...] = ()  # Score.fields a results file carries back
+    uses_agent: bool = False  # takes the `agenteval_agent` fixture (a user's own agent)
 
     def load(self, settings: Settings) -> list[Problem]:
         raise NotImplementedError

@@ -1,5 +1,6 @@
 """GAIA: data loading, answer extraction, the official scorer, metrics and submission."""
 
+from ._agent import AgentResult
 from ._data import (
     GAIA_REPO_ID,
     NO_TOKEN_MESSAGE,
@@ -27,6 +28,7 @@ from ._scorer import (
 from ._submission import write_submission
 
 __all__ = [
+    "AgentResult",
     "GAIA_REPO_ID",
     "GAIA_SYSTEM_PROMPT",
     "NO_TOKEN_MESSAGE",

@@ -1,0 +1,191 @@
+"""The generation cache: every finished completion (and sandbox observation) on disk,
+keyed by model identity, exact messages, every sampling parameter and the seed.
+
+Storage is append-only JSONL segments, one per writing process (`<key>\\t<json>` lines),
+so any number of xdist workers, or machines sharing the folder, write without locks.
+A torn last line (a killed process) is skipped when read."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .samplers import Completion, Message, SamplingParams, ToolCall
+
+KEY_LENGTH = 64  # hex sha256
+
+
+def _digest(payload: Any) -> str:
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class GenerationCache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (segment, offset, length)
+        self._offsets: dict[Path, int] = {}
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._segment = directory / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self.hits = 0
+        self.writes = 0
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Index lines other processes appended since the last look."""
+        with self._lock:
+            for segment in sorted(self.directory.glob("*.jsonl")):
+                self._scan(segment)
+
+    def _scan(self, segment: Path) -> None:
+        start = self._offsets.get(segment, 0)
+        with segment.open("rb") as handle:
+            handle.seek(start)
+            offset = start
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    break  # torn write: ignore it and everything after
+                if len(line) > KEY_LENGTH + 1 and line[KEY_LENGTH : KEY_LENGTH + 1] == b"\t":
+                    key = line[:KEY_LENGTH].decode("ascii", "replace")
+                    self._index[key] = (segment, offset + KEY_LENGTH + 1, len(line) - KEY_LENGTH - 2)
+                offset += len(line)
+        self._offsets[segment] = offset
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            where = self._index.get(key)
+        if where is None:
+            return None
+        segment, offset, length = where
+        try:
+            with segment.open("rb") as handle:
+                handle.seek(offset)
+                value = json.loads(handle.read(length))
+        except (OSError, json.JSONDecodeError):
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        payload = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        line = key.encode("ascii") + b"\t" + payload + b"\n"
+        with self._lock:
+            if self._fd is None:
+                self._fd = os.open(self._segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                self._offsets[self._segment] = 0
+            offset = self._offsets[self._segment]
+            os.write(self._fd, line)  # one write of a whole line: no interleaving
+            self._offsets[self._segment] = offset + len(line)
+            self._index[key] = (self._segment, offset + KEY_LENGTH + 1, len(payload))
+            self.writes += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    # -- keys and values ------------------------------------------------------------
+    @staticmethod
+    def completion_key(
+        model: Mapping[str, Any],
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> str:
+        return _digest({"model": model, "messages": [dict(m) for m in messages],
+                        "params": params.as_dict(), "tools": [dict(t) for t in tools or ()]})  # fmt: skip
+
+    @staticmethod
+    def tool_key(suite: str, problem_id: str, sample_seed: int, call_index: int, code: str) -> str:
+        return _digest({"tool": [suite, problem_id, sample_seed, call_index, code]})
+
+    def get_tool(self, key: str) -> Any:
+        from .sandbox import ExecutionResult
+
+        value = self.get(key)
+        if value is None:
+            return None
+        value.pop("cached", None)
+        return _Cached(ExecutionResult(**value))
+
+    def put_tool(self, key: str, result: Any) -> None:
+        self.put(key, dataclasses.asdict(result))
+
+
+class _Cached:
+    """A cached ExecutionResult that says it came from the cache."""
+
+    cached = True
+
+    def __init__(self, result: Any) -> None:
+        self._result = result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._result, name)
+
+
+def _completion_to_dict(completion: Completion) -> dict[str, Any]:
+    data = dataclasses.asdict(completion)
+    data["tool_calls"] = [dataclasses.asdict(call) for call in completion.tool_calls]
+    return data
+
+
+def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
+    fields = dict(data)
+    fields["tool_calls"] = tuple(ToolCall(**call) for call in fields.get("tool_calls", ()))
+    fields.update(attempts=0, cached=True)
+    return Completion(**fields)
+
+
+class CachingSampler:
+    """Wraps a sampler: serve finished completions from the cache, store new ones."""
+
+    def __init__(self, inner: Any, cache: GenerationCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.identity = inner.identity
+        self.native_tools = inner.native_tools
+        self._model_key = {
+            "backend": inner.identity.backend,
+            "name": inner.identity.name,
+            "location": inner.identity.location if inner.identity.backend == "openai" else "",
+            "fingerprint": inner.identity.fingerprint,
+        }
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion:
+        key = self.cache.completion_key(self._model_key, messages, params, tools)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return _completion_from_dict(hit)
+        completion = await self.inner.complete(messages, params, tools)
+        self.cache.put(key, _completion_to_dict(completion))
+        return completion
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.inner.stats(), "cache_hits": self.cache.hits, "cache_writes": self.cache.writes}
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        self.cache.close()

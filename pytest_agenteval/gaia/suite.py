@@ -1,0 +1,130 @@
+"""GAIA as a test suite: one item per task (id = task_id), markers level1..level3."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..options import Settings
+from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
+from ..suite import DataError, RolloutContext, Suite
+from ._agent import default_agent, run_user_agent
+from ._data import GaiaDataError, GaiaTask, GaiaUnavailable, load_gaia
+from ._extract import extract_final_answer
+from ._metrics import GaiaItemResult, summarize_gaia
+from ._scorer import score_with_reason
+from ._submission import write_submission
+
+UNAVAILABLE_ID = "gaia-unavailable"
+SCORE_FIELDS = ("model_answer", "extraction", "rule", "reason", "scored")
+
+
+class Gaia(Suite):
+    name = "gaia"
+    score_fields = SCORE_FIELDS
+    uses_agent = True
+
+    def __init__(self) -> None:
+        self.unavailable: str | None = None
+
+    def load(self, settings: Settings) -> list[Problem]:
+        token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+        try:
+            tasks = load_gaia(settings.gaia_split, settings.gaia_path, token)
+        except GaiaUnavailable as exc:
+            # No access is not an error of the run: one item skips, saying how to get it.
+            self.unavailable = str(exc)
+            return [Problem(self.name, UNAVAILABLE_ID, 0, "", None, ("gaia",))]
+        except GaiaDataError as exc:
+            raise DataError(str(exc)) from None
+        return [
+            Problem(self.name, task.task_id, index, task.question, task.final_answer,
+                    ("gaia", f"level{task.level}"), task)  # fmt: skip
+            for index, task in enumerate(tasks)
+        ]
+
+    def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
+        if problem.payload is None:
+            return f"GAIA unavailable: {self.unavailable}"
+        return "run"
+
+    def samples(self, settings: Settings) -> int:
+        return settings.val_n if "val_n" in settings.explicit else 1
+
+    def sampling(self, settings: Settings) -> dict[str, Any]:
+        sampling = super().sampling(settings)
+        if "temperature" not in settings.explicit:
+            sampling["temperature"] = 0.0  # one deterministic attempt, as leaderboard runs do
+        return sampling
+
+    async def rollout(self, ctx: RolloutContext) -> Rollout:
+        agent = ctx.resources.agents.get(self.name)
+        if agent is not None:
+            return await run_user_agent(agent, ctx.problem.payload)
+        return await default_agent(ctx, ctx.problem.payload)
+
+    def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
+        extracted = extract_final_answer(rollout.text)
+        fields = {"model_answer": extracted.answer, "extraction": extracted.method}
+        if problem.reference is None:
+            return Score(False, extracted.answer is not None, extracted.answer, {**fields, "scored": False})
+        verdict = score_with_reason(extracted.answer, problem.reference,
+                                    unordered_lists=settings.gaia_unordered_lists)  # fmt: skip
+        return Score(verdict.correct, extracted.answer is not None, extracted.answer,
+                     {**fields, "rule": verdict.rule, "reason": verdict.reason, "scored": True})  # fmt: skip
+
+    def prompt_hash(self, problem: Problem, settings: Settings) -> str:
+        return content_hash([problem.text, problem.payload.file_name if problem.payload else None])
+
+    def problem_extra(self, problem: Problem) -> dict[str, Any]:
+        task: GaiaTask | None = problem.payload
+        if task is None:
+            return {}
+        return {"level": task.level, "annotator_steps": task.annotator_steps, "file_name": task.file_name}
+
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        return {"dataset": "gaia-benchmark/GAIA", "gaia_path": settings.gaia_path,
+                "split": settings.gaia_split, "mode": "agent",
+                "scorer": "gaia quasi-exact match (official)",
+                "list_order": "unordered" if settings.gaia_unordered_lists else "ordered (official)"}  # fmt: skip
+
+    def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        results = [
+            GaiaItemResult(
+                task_id=str(r.problem_id), level=int(r.extra["level"]),
+                correct=g.score.correct if g.score.fields.get("scored") else None,
+                steps=g.rollout.turns, annotator_steps=r.extra.get("annotator_steps"),
+                tokens=g.rollout.prompt_tokens + g.rollout.completion_tokens,
+                latency_s=g.rollout.latency_s,
+            )  # fmt: skip
+            for r in records
+            for g in r.generations
+        ]
+        return {"problems": len(records), "generations": len(results), **summarize_gaia(results)}
+
+    def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        if settings.gaia_split != "test" or not records:
+            return {}
+        path = Path(settings.gaia_submission or "agenteval-results/gaia-test-submission.jsonl")
+        rows = [(str(r.problem_id), g.score.fields.get("model_answer") or "", g.rollout.text)
+                for r in records for g in r.generations[:1]]  # fmt: skip
+        write_submission(path, rows)
+        return {"submission": str(path)}
+
+    def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+        levels = summary.get("per_level") or {}
+        rows = [("exact match", f"{summary.get('accuracy', 0):.3f} ({summary.get('correct')}/"
+                                f"{summary.get('scored')} scored)")]  # fmt: skip
+        for level, values in levels.items():
+            rows.append((f"  level {level}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})"))
+        drops = summary.get("drop_rates") or {}
+        rows.append(("drop rates", "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in drops.items())))
+        rows.append(("mean steps", f"agent {summary.get('mean_steps_correct')} vs annotators "
+                                   f"{summary.get('mean_annotator_steps_correct')} (correct items)"))  # fmt: skip
+        return rows
+
+    def failure_message(self, record: ProblemRecord) -> str:
+        answers = [g.score.fields.get("model_answer") for g in record.generations]
+        return f"expected {record.ground_truth!r}, answered {answers!r}"

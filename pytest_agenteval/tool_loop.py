@@ -1,0 +1,268 @@
+"""The multi-turn code-interpreter loop shared by ReTool (AIME) and the default GAIA agent.
+
+One state machine for every backend: text backends speak the raw `<tool_call>` protocol,
+OpenAI-compatible endpoints native `tools`/`tool_calls`; both parse to one `Action`.
+Budgets: code calls, assistant turns, trajectory tokens, tokens per turn, tokens per
+tool response (truncated keeping the tail)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .records import Rollout
+from .samplers import Completion
+
+if TYPE_CHECKING:
+    from .options import Settings
+    from .suite import RolloutContext
+
+TOOL_NAME = "code_interpreter"
+TOOL_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": "Run Python 3 code in a fresh sandbox and return what it prints "
+        "(the value of a trailing expression is printed). numpy and sympy are available.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "Python code to run"}},
+            "required": ["code"],
+        },
+    },
+}
+TEXT_PROTOCOL = (
+    "\n\n# Tools\n\n<tools>\n{schema}\n</tools>\n\nTo call the tool, reply with exactly:\n"
+    "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nPYTHON CODE\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
+_RAW_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_RAW_FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_RAW_PARAMETER = re.compile(r"<parameter=code>\n?(.*?)\n?(?:</parameter>|$)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Action:
+    """What one assistant turn asked for: an answer, one code call, or a protocol error."""
+
+    kind: str  # "answer" | "call" | "invalid"
+    code: str = ""
+    reason: str = ""
+
+
+def uses_native_tools(sampler: Any, settings: Settings) -> bool:
+    if settings.tool_protocol == "auto":
+        return bool(getattr(sampler, "native_tools", False))
+    return settings.tool_protocol == "native"
+
+
+def parse_raw_action(text: str, answer_marker: str) -> Action:
+    """Parse the raw-text protocol: at most one well-formed `<tool_call>` per turn."""
+    calls = _RAW_CALL.findall(text)
+    if not calls:
+        return Action("answer")
+    if len(calls) > 1:
+        return Action("invalid", reason="more than one tool call in a turn")
+    function = _RAW_FUNCTION.search(calls[0])
+    if function is None or function.group(1) != TOOL_NAME:
+        return Action("invalid", reason="tool call without <function=code_interpreter>")
+    parameter = _RAW_PARAMETER.search(function.group(2))
+    if parameter is None or not parameter.group(1).strip():
+        return Action("invalid", reason="tool call without a code parameter")
+    return _checked_call(text[: text.find("<tool_call>")], parameter.group(1), answer_marker)
+
+
+def parse_native_action(completion: Completion, answer_marker: str) -> Action:
+    """Parse OpenAI `tool_calls`: exactly one call to code_interpreter with a code string."""
+    if not completion.tool_calls:
+        return Action("answer")
+    if len(completion.tool_calls) > 1:
+        return Action("invalid", reason="more than one tool call in a turn")
+    call = completion.tool_calls[0]
+    if call.name != TOOL_NAME:
+        return Action("invalid", reason=f"unknown tool {call.name!r}")
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return Action("invalid", reason="tool arguments are not valid JSON")
+    code = arguments.get("code") if isinstance(arguments, dict) else None
+    if not isinstance(code, str) or not code.strip():
+        return Action("invalid", reason="tool call without a code string")
+    return _checked_call(completion.text, code, answer_marker)
+
+
+def _checked_call(prose: str, code: str, answer_marker: str) -> Action:
+    if answer_marker in prose:
+        return Action("invalid", reason="a tool call and a final answer in the same turn")
+    return Action("call", code=code)
+
+
+def truncate_tail(text: str, max_tokens: int, count_tokens: Any) -> tuple[str, bool]:
+    """Keep the end of the tool output within its token budget (errors and final
+    prints are at the end)."""
+    if count_tokens(text) <= max_tokens:
+        return text, False
+    low, high = 0, len(text)
+    while low < high:  # smallest cut whose tail fits
+        middle = (low + high) // 2
+        if count_tokens(text[middle:]) <= max_tokens:
+            high = middle
+        else:
+            low = middle + 1
+    return "...(truncated)\n" + text[low:], True
+
+
+def turn_seed(sample_seed: int, turn: int) -> int:
+    digest = hashlib.sha256(f"{sample_seed}\x1fturn\x1f{turn}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@dataclass
+class _Trajectory:
+    messages: list[dict[str, Any]]
+    transcript: list[dict[str, Any]]
+    tokens_used: int = 0  # prompt + completions so far, as the backend counts them
+    turns: int = 0
+    code_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: int = 0
+    retries: int = 0
+    all_cached: bool = True
+    final_text: str = ""
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class LoopBudget:
+    max_turns: int
+    max_calls: int
+    max_trajectory_tokens: int
+    max_turn_tokens: int
+    max_tool_response_tokens: int
+
+
+async def run_tool_loop(
+    ctx: RolloutContext,
+    messages: list[dict[str, Any]],
+    budget: LoopBudget,
+    native: bool,
+    answer_marker: str,
+) -> Rollout:
+    """Alternate model turns and sandboxed code calls until an answer or a budget."""
+    state = _Trajectory(messages, [])
+    state.tokens_used = ctx.sampler.count_tokens(json.dumps(state.messages))
+    started = time.monotonic()
+    stop_reason = await _run_turns(ctx, state, budget, native, answer_marker)
+    return Rollout(
+        text=state.final_text,
+        stop_reason=stop_reason,
+        finish_reason=state.finish_reason,
+        turns=state.turns,
+        code_calls=state.code_calls,
+        prompt_tokens=state.prompt_tokens,
+        completion_tokens=state.completion_tokens,
+        latency_s=time.monotonic() - started,
+        attempts=state.attempts,
+        retries=state.retries,
+        cached=state.all_cached,
+        transcript=tuple(state.transcript),
+        extra=_tool_stats(state.transcript),
+    )
+
+
+async def _run_turns(
+    ctx: RolloutContext, state: _Trajectory, budget: LoopBudget, native: bool, answer_marker: str
+) -> str:
+    while True:
+        if state.turns >= budget.max_turns:
+            return "turn_budget"
+        room = budget.max_trajectory_tokens - state.tokens_used
+        if room <= 0:
+            return "token_budget"
+        params = ctx.params(
+            max_tokens=min(budget.max_turn_tokens, room), seed=turn_seed(ctx.seed, state.turns)
+        )
+        completion = await ctx.sampler.complete(
+            state.messages, params, tools=[TOOL_SCHEMA] if native else None
+        )
+        _account(state, completion)
+        action = (
+            parse_native_action(completion, answer_marker)
+            if native
+            else parse_raw_action(completion.text, answer_marker)
+        )
+        _record_turn(state, completion, action, native)
+        if action.kind == "invalid":
+            return "invalid_protocol"
+        if action.kind == "answer":
+            return "length" if completion.finish_reason == "length" else "answer"
+        if state.code_calls >= budget.max_calls:
+            return "call_budget"
+        await _call_tool(ctx, state, action.code, native, budget.max_tool_response_tokens)
+
+
+def _account(state: _Trajectory, completion: Completion) -> None:
+    state.turns += 1
+    state.final_text = completion.text
+    state.finish_reason = completion.finish_reason
+    state.prompt_tokens += completion.prompt_tokens
+    state.completion_tokens += completion.completion_tokens
+    state.attempts += completion.attempts
+    state.retries += max(0, completion.attempts - 1)
+    state.all_cached = state.all_cached and completion.cached
+    if completion.prompt_tokens:  # the backend's own count of the whole conversation
+        state.tokens_used = completion.prompt_tokens + completion.completion_tokens
+    else:
+        state.tokens_used += completion.completion_tokens
+
+
+def _record_turn(state: _Trajectory, completion: Completion, action: Action, native: bool) -> None:
+    message: dict[str, Any] = {"role": "assistant", "content": completion.text}
+    if native and completion.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id or f"call_{state.turns}", "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for call in completion.tool_calls
+        ]  # fmt: skip
+    state.messages.append(message)
+    state.transcript.append({
+        "role": "assistant", "turn": state.turns, "content": completion.text,
+        "action": action.kind, "code": action.code or None, "invalid_reason": action.reason or None,
+        "finish_reason": completion.finish_reason, "completion_tokens": completion.completion_tokens,
+        "latency_s": round(completion.latency_s, 4), "cached": completion.cached,
+    })  # fmt: skip
+
+
+async def _call_tool(
+    ctx: RolloutContext, state: _Trajectory, code: str, native: bool, max_tokens: int
+) -> None:
+    result = await ctx.resources.run_code(code, ctx, state.code_calls)
+    observation, truncated = truncate_tail(result.output, max_tokens, ctx.sampler.count_tokens)
+    state.code_calls += 1
+    if native:
+        call_id = state.messages[-1]["tool_calls"][0]["id"]
+        state.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
+    else:
+        state.messages.append(
+            {"role": "user", "content": f"<tool_response>\n{observation}\n</tool_response>"}
+        )
+    state.tokens_used += ctx.sampler.count_tokens(state.messages[-1]["content"])
+    state.transcript.append({
+        "role": "tool", "call": state.code_calls, "status": result.status,
+        "output": observation, "truncated": truncated or result.truncated,
+        "latency_s": round(result.latency_s, 4), "cached": getattr(result, "cached", False),
+    })  # fmt: skip
+
+
+def _tool_stats(transcript: list[dict[str, Any]]) -> dict[str, Any]:
+    calls = [entry for entry in transcript if entry["role"] == "tool"]
+    return {
+        "code_ok": sum(c["status"] == "ok" for c in calls),
+        "code_errors": sum(c["status"] in ("error", "killed", "sandbox_error") for c in calls),
+        "code_timeouts": sum(c["status"] == "timeout" for c in calls),
+    }
