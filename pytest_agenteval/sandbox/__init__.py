@@ -1,0 +1,20 @@
+"""Contained execution of model-written Python (retool mode).
+
+A preloaded zygote forks one child per call; the child contains itself with
+rlimits, a new session, a scratch directory, a minimal environment and, where
+the machine allows, a uid drop, Landlock, seccomp and one bubblewrap around
+the zygote. See docs/sandbox.md for what each level guarantees.
+"""
+
+from ._output import escape_template_tokens
+from ._probe import probe_containment
+from ._sandbox import Sandbox
+from ._types import ExecutionResult, SandboxConfig
+
+__all__ = [
+    "ExecutionResult",
+    "Sandbox",
+    "SandboxConfig",
+    "escape_template_tokens",
+    "probe_containment",
+]

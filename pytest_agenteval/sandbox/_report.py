@@ -1,0 +1,127 @@
+"""The containment report: active layers and, in words, what they do not guarantee."""
+
+from __future__ import annotations
+
+from ._privdrop import NOBODY
+
+ALWAYS = ["rlimits", "session", "scratch", "minimal_env", "subreaper"]
+
+
+def layers_of(got: dict) -> list[str]:
+    layers = list(ALWAYS)
+    if got.get("uid_drop") is not None:
+        layers.append("uid_nobody")
+    for name in ("landlock", "seccomp", "bwrap"):
+        if got.get(name):
+            layers.append(name)
+    return layers
+
+
+def _files(got: dict, euid: int, root_child: bool) -> str | None:
+    if got.get("landlock") or got.get("bwrap"):
+        return None
+    if root_child:
+        return (
+            "files: the code runs as root and can read and write every file, "
+            "the evaluator's included"
+        )
+    if got.get("uid_drop"):
+        return (
+            f"files: uid {NOBODY} keeps CAP_DAC_READ_SEARCH (the interpreter is not "
+            "world-readable), so the code can read every file (/etc/shadow, the "
+            f"evaluator's files); it can write wherever uid {NOBODY} can "
+            "(world-writable directories such as /tmp and /dev/shm)"
+        )
+    if got.get("uid_drop") is False:
+        return (
+            f"files: as uid {NOBODY} the code can read world-readable files and write "
+            "world-writable directories such as /tmp and /dev/shm"
+        )
+    return f"files: the code can read and write every file of uid {euid}, the evaluator's user"
+
+
+def _processes(got: dict, euid: int) -> str | None:
+    if got.get("seccomp"):
+        return None
+    capped = got.get("uid_drop") is not None or (euid != 0 and not got.get("bwrap"))
+    if capped:
+        return (
+            "processes: fork is allowed, capped by RLIMIT_NPROC at 64 processes of the "
+            "sandbox uid (shared by concurrent calls); leftovers are killed when the call "
+            "ends (process-group kill + subreaper sweep)"
+        )
+    return (
+        "processes: fork is allowed and not capped (RLIMIT_NPROC does not bind root): a "
+        "fork bomb runs until the wall timeout, then the process-group kill and the "
+        "subreaper sweep remove it"
+    )
+
+
+def weak_guarantees(got: dict, facts: dict) -> list[str]:
+    euid = facts["euid"]
+    abi = facts["landlock_abi"] if got.get("landlock") else 0
+    root_child = euid == 0 and got.get("uid_drop") is None and not got.get("bwrap")
+    out: list[str] = []
+    if not (got.get("seccomp") or got.get("bwrap")):
+        tcp = " (Landlock denies TCP connect/bind; UDP is still allowed)" if abi >= 4 else ""
+        out.append(
+            "network: sockets are allowed; the code can reach the network and "
+            f"services listening on 127.0.0.1{tcp}"
+        )
+    for item in (_files(got, euid, root_child), _processes(got, euid)):
+        if item:
+            out.append(item)
+    if root_child:
+        out.append(
+            "secrets and signals: the code runs as root: it can read every "
+            "/proc/<pid>/environ (the evaluator's API keys) and kill any process"
+        )
+    elif euid != 0 and abi < 6 and not got.get("bwrap"):
+        out.append(
+            f"signals: the code can signal every process of uid {euid}, the evaluator "
+            "included (its /proc/<pid>/environ is guarded by PR_SET_DUMPABLE=0 only)"
+        )
+    if not got.get("landlock"):
+        out.append(
+            "isolation between calls: concurrent calls share a uid and can reach each "
+            "other's scratch directories"
+        )
+    out.append(
+        "memory: RLIMIT_AS caps each process's address space, not the total over "
+        "processes (no cgroup)"
+    )
+    if got.get("seccomp"):
+        out.append("kernel: seccomp is a deny-list; the rest of the syscall surface is reachable")
+    return out
+
+
+def build_report(requested: str, got: dict, off: dict, facts: dict) -> dict:
+    layers = layers_of(got)
+    strong = bool(got.get("seccomp")) and bool(got.get("landlock") or got.get("bwrap"))
+    level = "strong" if strong else "basic"
+    warning = None
+    if not strong:
+        why = "; ".join(f"{k}: {v}" for k, v in off.items()) or f"level={requested!r} requested"
+        warning = (
+            "sandbox: only basic containment is active for model-written code ("
+            f"{why}). See weak_guarantees; install bubblewrap or use a kernel with "
+            "Landlock and seccomp for the strong level."
+        )
+    elif requested in ("bwrap",) and not got.get("bwrap"):
+        warning = f"sandbox: level 'bwrap' requested but bubblewrap is unusable: {off.get('bwrap')}"
+    details = {
+        "euid": facts["euid"],
+        "sandbox_uid": NOBODY if got.get("uid_drop") is not None else facts["euid"],
+        "keeps_cap_dac_read_search": bool(got.get("uid_drop")),
+        "landlock_abi": facts["landlock_abi"],
+        "bwrap": facts.get("bwrap_version") if got.get("bwrap") else None,
+        "unavailable": dict(off),
+    }
+    return {
+        "level": level,
+        "layers": layers,
+        "weak_guarantees": weak_guarantees(got, facts),
+        "warning": warning,
+        "requested": requested,
+        "details": details,
+    }
