@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -99,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
         out = settings.out and os.path.expanduser(settings.out)
         target = out or str(default_out_path(["x"], choice.label, 0))
         try:
-            check_writable(__import__("pathlib").Path(target))
+            check_writable(Path(target))
         except OSError as exc:
             raise pytest.UsageError(f"--agenteval-out {target}: not writable ({exc.strerror or exc});"
                                     " choose a writable path") from None
@@ -107,7 +108,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(collector, "agenteval-results")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
-    config.stash[RUNTIME] = Runtime(settings, choice, _concurrency_share(config, settings.concurrency))
+    share = _concurrency_share(config, settings.concurrency)
+    config.stash[RUNTIME] = Runtime(settings, choice, share, _cache_dir(config, settings))
+
+
+def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:
+    """--agenteval-cache-dir, else a folder in pytest's cache dir (.pytest_cache)."""
+    if settings.no_cache:
+        return None
+    if settings.cache_dir:
+        return Path(settings.cache_dir).expanduser()
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir("agenteval"))
+    return config.rootpath / ".pytest_cache" / "d" / "agenteval"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

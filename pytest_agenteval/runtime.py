@@ -7,6 +7,7 @@ import concurrent.futures as cf
 import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from .engine import URGENT, Engine
@@ -24,8 +25,11 @@ def one_line(exc: BaseException) -> str:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, choice: ModelChoice, concurrency: int) -> None:
+    def __init__(
+        self, settings: Settings, choice: ModelChoice, concurrency: int, cache_dir: Path | None = None
+    ) -> None:
         self.settings = settings
+        self.cache_dir = cache_dir
         self.choice = choice
         self.concurrency = concurrency
         self._problems: dict[str, list[Problem]] = {}
@@ -51,9 +55,10 @@ class Runtime:
     def sampler(self) -> Any:
         if self._sampler is None:
             sampler = make_sampler(self.choice, self.settings, self.concurrency)
-            if self.cache is not None and not isinstance(sampler, ReplaySource):
-                from .cache import CachingSampler
+            if self.cache_dir is not None and not isinstance(sampler, ReplaySource):
+                from .cache import CachingSampler, GenerationCache
 
+                self.cache = GenerationCache(self.cache_dir)
                 sampler = CachingSampler(sampler, self.cache)
             self._sampler = sampler
         return self._sampler
