@@ -85,7 +85,28 @@ class Aime25(Suite):
         }
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-        return [("mode / scorer", f"{summary.get('mode')} / {summary.get('scorer')}")]
+        rows = [("mode / scorer", f"{summary.get('mode')} / {summary.get('scorer')}")]
+        if summary.get("mode") == "retool":
+            rows.append(("code calls / turns", f"{summary.get('mean_code_calls', 0):.2f} / "
+                                               f"{summary.get('mean_turns', 0):.2f} per generation"))
+            rows.append(("sandbox", sandbox_line(summary.get("sandbox") or {})))
+        return rows
+
+
+def sandbox_line(stats: Mapping[str, Any]) -> str:
+    latency = stats.get("latency_ms") or {}
+    levels = stats.get("containment") or []
+    line = (f"{stats.get('calls', 0)} calls, ok {stats.get('success_rate', 0):.2f}, error "
+            f"{stats.get('error_rate', 0):.2f}, timeout {stats.get('timeout_rate', 0):.2f}; "
+            f"p50 {_ms(latency.get('p50'))} p95 {_ms(latency.get('p95'))}; "
+            f"containment {', '.join(levels) or '-'}")
+    if "basic" in levels:
+        line += " (WEAK: only rlimits/session/uid drop; see docs/sandbox.md)"
+    return line
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
 
 
 def _reference(raw: Any, problem_id: Any, where: str, integer_rule: bool) -> Any:

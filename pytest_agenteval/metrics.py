@@ -131,6 +131,38 @@ def bootstrap_intervals(
     }
 
 
+def _percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    if not sorted_values:
+        return None
+    return float(np.percentile(np.asarray(sorted_values), q))
+
+
+def sandbox_stats(records: Sequence[ProblemRecord]) -> dict[str, Any]:
+    """Code calls of the run, from the transcripts: counts, rates, latency percentiles
+    (calls served from the cache excluded from latency), and the containment levels."""
+    calls = [
+        entry
+        for r in records
+        for g in r.generations
+        for entry in g.rollout.transcript or ()
+        if entry.get("role") == "tool"
+    ]
+    counts = Counter(entry["status"] for entry in calls)
+    latencies = sorted(1000 * e["latency_s"] for e in calls if not e.get("cached"))
+    return {
+        "calls": len(calls),
+        "ok": counts["ok"],
+        "error": counts["error"] + counts["killed"],
+        "timeout": counts["timeout"],
+        "sandbox_error": counts["sandbox_error"],
+        "success_rate": _ratio(counts["ok"], len(calls)),
+        "error_rate": _ratio(counts["error"] + counts["killed"], len(calls)),
+        "timeout_rate": _ratio(counts["timeout"], len(calls)),
+        "latency_ms": {f"p{q}": _percentile(latencies, q) for q in (50, 95, 99)},
+        "containment": sorted({e.get("containment", "unknown") for e in calls}),
+    }
+
+
 def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) -> dict[str, Any]:
     """The seed's summary fields under the seed's names, plus pass@k, maj@N and CIs."""
     return {
@@ -146,4 +178,5 @@ def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) ->
         "maj_at_n": maj_at_n(records),
         "pass_at_k": pass_at_k_curve(records),
         "ci95": bootstrap_intervals(records, seed=bootstrap_seed),
+        "sandbox": sandbox_stats(records),
     }

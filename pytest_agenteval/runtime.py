@@ -85,6 +85,9 @@ class Runtime:
             )
         return self._sandbox
 
+    def containment_level(self) -> str:
+        return self.sandbox().containment.get("level", "unknown")
+
     async def run_code(self, code: str, ctx: RolloutContext, call_index: int) -> Any:
         """One sandboxed code call of a rollout; cached per (sample, call, code) so a
         resumed trajectory sees the same observations."""

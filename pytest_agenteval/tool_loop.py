@@ -203,7 +203,8 @@ async def _run_turns(
             return "length" if completion.finish_reason == "length" else "answer"
         if state.code_calls >= budget.max_calls:
             return "call_budget"
-        await _call_tool(ctx, state, action.code, native, budget.max_tool_response_tokens)
+        if not await _call_tool(ctx, state, action.code, native, budget):
+            return "token_budget"
 
 
 def _account(state: _Trajectory, completion: Completion) -> None:
@@ -239,24 +240,32 @@ def _record_turn(state: _Trajectory, completion: Completion, action: Action, nat
 
 
 async def _call_tool(
-    ctx: RolloutContext, state: _Trajectory, code: str, native: bool, max_tokens: int
-) -> None:
+    ctx: RolloutContext, state: _Trajectory, code: str, native: bool, budget: LoopBudget
+) -> bool:
+    """Run the call and show its output to the model. As in the seed, an observation that
+    no longer fits the trajectory budget is not shown and the call is not counted."""
     result = await ctx.resources.run_code(code, ctx, state.code_calls)
-    observation, truncated = truncate_tail(result.output, max_tokens, ctx.sampler.count_tokens)
-    state.code_calls += 1
+    observation, truncated = truncate_tail(
+        result.output, budget.max_tool_response_tokens, ctx.sampler.count_tokens
+    )
     if native:
         call_id = state.messages[-1]["tool_calls"][0]["id"]
-        state.messages.append({"role": "tool", "tool_call_id": call_id, "content": observation})
+        message = {"role": "tool", "tool_call_id": call_id, "content": observation}
     else:
-        state.messages.append(
-            {"role": "user", "content": f"<tool_response>\n{observation}\n</tool_response>"}
-        )
-    state.tokens_used += ctx.sampler.count_tokens(state.messages[-1]["content"])
+        message = {"role": "user", "content": f"<tool_response>\n{observation}\n</tool_response>"}
+    cost = ctx.sampler.count_tokens(message["content"])
+    shown = state.tokens_used + cost <= budget.max_trajectory_tokens
+    if shown:
+        state.messages.append(message)
+        state.tokens_used += cost
+        state.code_calls += 1
     state.transcript.append({
         "role": "tool", "call": state.code_calls, "status": result.status,
-        "output": observation, "truncated": truncated or result.truncated,
+        "output": observation, "truncated": truncated or result.truncated, "shown": shown,
         "latency_s": round(result.latency_s, 4), "cached": getattr(result, "cached", False),
+        "containment": ctx.resources.containment_level(),
     })  # fmt: skip
+    return shown
 
 
 def _tool_stats(transcript: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib.util
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -145,9 +146,10 @@ class LlamaSampler:
     def count_tokens(self, text: str) -> int:
         with self._vocab_lock:
             if self._vocab is None:
-                self._vocab = _require_llama_cpp().Llama(
-                    model_path=str(self.path), vocab_only=True, verbose=False
-                )
+                with _quiet_stderr():  # llama.cpp warns about vocab-only contexts on fd 2
+                    self._vocab = _require_llama_cpp().Llama(
+                        model_path=str(self.path), vocab_only=True, verbose=False
+                    )
             return len(self._vocab.tokenize(text.encode(), add_bos=False, special=True))
 
     def stats(self) -> dict[str, Any]:
@@ -163,5 +165,13 @@ class LlamaSampler:
         self._llm = None
 
 
-def default_threads() -> int:
-    return int(os.environ.get("AGENTEVAL_LLAMA_THREADS", "1"))
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
