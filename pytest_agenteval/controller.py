@@ -99,7 +99,18 @@ class ResultsCollector:
                                 if r.gate.suite == summary["suite"]]  # fmt: skip
         if by_suite:
             self._write(by_suite)
+        self._mark_for_last_failed(missing)
         self._decide_exit(session)
+
+    def _mark_for_last_failed(self, missing: Sequence[str]) -> None:
+        """Items that never produced a record (Ctrl-C, a crash) count as failed for
+        `--lf`, so `pytest --lf` finishes the run from the generation cache."""
+        cache = getattr(self.config, "cache", None)
+        if cache is None or not missing:
+            return
+        lastfailed = dict(cache.get("cache/lastfailed", {}))
+        lastfailed.update(dict.fromkeys(missing, True))
+        cache.set("cache/lastfailed", lastfailed)
 
     def _missing(self) -> list[str]:
         """Expected items of agenteval files that produced no record."""

@@ -92,6 +92,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = options.build_settings(config)
     gates = _check_gates(settings)
+    if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--bfcl-progressive decides each stage from the previous one in "
+                                "order: run it without -n")
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         choice = choose_model(settings.model_path, settings.endpoints, name or settings.model_name)
@@ -191,6 +194,8 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
         pytest.skip(admission)
     record = runtime.evaluate(suite, problem, request.node.nodeid)
     request.node.user_properties.append((RECORD_KEY, record.to_dict()))
+    if runtime.fatal_error:  # retrying or going on cannot help: stop like -x
+        request.session.shouldfail = f"agenteval: the server refused a request: {runtime.fatal_error}"
     if not record.complete:
         pytest.fail(f"generation failed: {record.error}", pytrace=False)
     return Evaluation(record, suite)

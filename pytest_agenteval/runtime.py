@@ -13,7 +13,7 @@ from typing import Any
 from .engine import URGENT, Engine
 from .options import Settings
 from .records import GenerationRecord, Problem, ProblemRecord, Rollout, generation_from_dict, sample_seed
-from .samplers import ModelChoice, ReplaySource, make_sampler
+from .samplers import FatalRequestError, ModelChoice, ReplaySource, make_sampler
 from .suite import RolloutContext, Suite
 
 MAX_ERRORS_SHOWN = 3
@@ -40,6 +40,7 @@ class Runtime:
         self.history: dict[str, dict[str, list[bool]]] = {}  # suite -> category -> verdicts
         self.agents: dict[str, Any] = {}  # suite -> the user's agent, from `agenteval_agent`
         self._agent_known: set[str] = set()
+        self.fatal_error: str | None = None  # a refusal (401/404...) that ends the run
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -169,6 +170,8 @@ class Runtime:
                 score = suite.score(problem, rollout, self.settings)
             except Exception as exc:  # noqa: BLE001 - recorded as this item's error
                 errors.append(f"sample {index}: {one_line(exc)}")
+                if isinstance(exc, FatalRequestError):
+                    self.fatal_error = str(exc)
                 continue
             generations.append(GenerationRecord(index, seed, rollout, score))
         self.engine.release((suite.name, problem.node_id, j) for j in range(len(futures)))

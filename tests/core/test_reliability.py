@@ -1,0 +1,181 @@
+"""Never lose work: flaky servers, SIGKILL and resume, Ctrl-C, dying workers, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_results, write_jsonl
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+
+THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
+SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
+
+
+def _faults(server: OpenAITestServer) -> Counter:
+    return Counter(r["outcome"] for r in server.requests if r["outcome"] != "ok")
+
+
+def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run_suite, pytester) -> None:
+    data = write_jsonl(pytester.path / "thirty.jsonl", THIRTY)
+    config = ServerConfig(
+        answer=SEEDED_ANSWER, fault_rate=0.2, fault_seed=7, retry_after="0.05", stall_s=3,
+        fault_kinds={"429": 1, "500": 1, "reset": 1, "stall": 1, "truncated": 1},
+    )  # fmt: skip
+    with OpenAITestServer(config) as server:
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=4", "--request-timeout=1",
+                                "--agenteval-no-cache", "-n", "2", data=data)  # fmt: skip
+        time.sleep(0.5)  # the server logs a stall when its connection closes
+        faults = _faults(server)
+    problems, (summary,) = read_results(out)
+    assert summary["complete"] is True and len(problems) == 30
+    assert all(len(p["generations"]) == 4 for p in problems)
+    assert set(faults) == {"429", "500", "reset", "stall", "truncated"}
+    assert summary["requests"]["retries"] == sum(faults.values()) >= 12
+    assert summary["requests"]["attempts"] == 120 + sum(faults.values())
+    result.assert_outcomes(passed=1, failed=29)  # every generation says 14: right only for 7 + 7
+
+
+def _command(pytester: pytest.Pytester, url: str, data: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
+            f"--endpoint={url}", "--val-n=4", f"--agenteval-out={out}",
+            f"--agenteval-cache-dir={pytester.path / 'cache'}", "--concurrency=4"]  # fmt: skip
+
+
+def _cached(pytester: pytest.Pytester) -> int:
+    folder = pytester.path / "cache"
+    return sum(p.read_bytes().count(b"\n") for p in folder.glob("*.jsonl")) if folder.exists() else 0
+
+
+def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_suite: pytest.Pytester) -> None:
+    data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
+    out = aime_suite.path / "results.jsonl"
+    with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=100)) as server:
+        command = _command(aime_suite, server.url, data, out)
+        process = subprocess.Popen(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while _cached(aime_suite) < 48 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        finished = _cached(aime_suite)
+        partial = out.with_name(out.name + ".partial")
+        assert 48 <= finished < 120 and partial.exists() and not out.exists()
+        time.sleep(0.5)  # requests in flight at the kill finish on the server side
+        first_keys = {r["key"] for r in server.requests}
+        server.reset()
+        subprocess.run(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False, timeout=120)
+        second_keys = [r["key"] for r in server.requests]
+    assert len(second_keys) == 120 - finished
+    assert len(first_keys & set(second_keys)) <= 4  # only requests in flight at the kill
+    problems, (summary,) = read_results(out)
+    assert summary["complete"] is True and summary["requests"]["cached_generations"] == finished
+    texts = [g["text"] for p in problems for g in p["generations"]]
+    from pytest_agenteval.records import sample_seed
+
+    assert texts == [f"I think \\boxed{{14}} (seed {sample_seed(42, i, j)})" for i in range(30) for j in range(4)]
+
+
+def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_suite: pytest.Pytester) -> None:
+    data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
+    out = aime_suite.path / "results.jsonl"
+    right = {p["problem"]: f"\\boxed{{{p['answer']}}}" for p in THIRTY}  # finished items pass
+    with OpenAITestServer(ServerConfig(answers=right, latency_ms=100)) as server:
+        command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
+        command.remove("-p")
+        process = subprocess.Popen(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while _cached(aime_suite) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        time.sleep(0.5)
+        problems, (summary,) = read_results(out)
+        assert summary["complete"] is False and len(summary["missing"]) == 30 - len(problems) > 0
+        assert all(len(p["generations"]) == 4 for p in problems)
+        server.reset()
+        subprocess.run([*command, "--lf"], cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False,
+                       timeout=120)  # fmt: skip
+        rerun, _ = read_results(out)
+    assert sorted(p["problem_id"] for p in rerun) == sorted(set(range(30)) - {p["problem_id"] for p in problems})
+    assert len(server.requests) <= 4 * len(rerun)
+
+
+CRASHING_SUITE = """
+import os
+from pytest_agenteval.aime25 import Aime25
+
+
+class Crashing(Aime25):
+    def score(self, problem, rollout, settings):
+        if problem.id == 2:
+            os._exit(3)  # the worker dies inside this item
+        return super().score(problem, rollout, settings)
+
+
+agenteval_suite = Crashing()
+
+
+def test_aime25(evaluation):
+    evaluation.check()
+"""
+
+
+def test_a_dying_worker_is_an_error_of_its_item_and_fails_the_gate(pytester: pytest.Pytester, tiny_aime: Path) -> None:
+    pytester.makepyfile(test_crash=CRASHING_SUITE)
+    with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}", "--val-n=2",
+            "-n", "2", "--agenteval-out=r.jsonl", "--agenteval-gate", "aime25.average_at_n >= 0.1",
+        )  # fmt: skip
+    outcomes = result.parseoutcomes()
+    assert (outcomes.get("passed"), outcomes.get("failed"), outcomes.get("errors", outcomes.get("error"))) == (1, 2, 1)
+    assert result.ret == 1
+    problems, (summary,) = read_results(pytester.path / "r.jsonl")
+    assert [p["problem_id"] for p in problems] == [0, 1, 3]
+    assert summary["complete"] is False and summary["missing"] == ["test_crash.py::test_aime25[2]"]
+    result.stdout.fnmatch_lines(["*gate FAIL  aime25.average_at_n >= 0.1  (run incomplete: gates fail closed)*"])
+
+
+REFUSING_SUITE = """
+from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.samplers import FatalRequestError
+
+
+class Refused(Aime25):
+    async def rollout(self, ctx):
+        if ctx.problem.id == 1:
+            raise FatalRequestError("http://x/v1/chat/completions: HTTP 401: bad key")
+        return await super().rollout(ctx)
+
+
+agenteval_suite = Refused()
+
+
+def test_aime25(evaluation):
+    evaluation.check()
+"""
+
+
+def test_a_refused_request_stops_the_run_with_one_line(pytester: pytest.Pytester, tiny_aime: Path) -> None:
+    pytester.makepyfile(test_refused=REFUSING_SUITE)
+    with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
+        result = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}",
+            "--val-n=1", "--agenteval-out=r.jsonl",
+        )  # fmt: skip
+    result.assert_outcomes(passed=1, errors=1)  # items 2 and 3 never ran
+    result.stdout.fnmatch_lines(["*agenteval: the server refused a request: http://x/v1/chat/completions: "
+                                 "HTTP 401: bad key*"])  # fmt: skip
+    _, (summary,) = read_results(pytester.path / "r.jsonl")
+    assert summary["complete"] is False and len(summary["missing"]) == 2
