@@ -3,6 +3,7 @@ the results file, print the summary and let the gates decide the exit status."""
 
 from __future__ import annotations
 
+import resource
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -155,6 +156,7 @@ class ResultsCollector:
             "config": settings.as_dict(),
             "workers": getattr(self.config.option, "numprocesses", None) or 0,
             "versions": package_versions(),
+            "harness": _harness_usage(),
             "started_at": _iso(self.started),
             "finished_at": _iso(finished),
             "duration_s": round(finished - self.started, 3),
@@ -195,6 +197,13 @@ class ResultsCollector:
             )
         if self.written:
             terminalreporter.write_line(f"results: {self.written}")
+
+
+def _harness_usage() -> dict[str, float]:
+    """This (controller) process's own peak memory and CPU time so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}  # fmt: skip
 
 
 def _first_line(text: str) -> str:

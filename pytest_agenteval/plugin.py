@@ -45,10 +45,12 @@ def _concurrency_share(config: pytest.Config, total: int) -> int:
     return max(1, total // count + (1 if index < total % count else 0))
 
 
-def _check_model(settings: options.Settings) -> ModelChoice:
+def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
         choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
+        if choice.kind == "openai" and collect_only:
+            return choice  # listing items needs no server
         if choice.kind == "openai":
             api_key = os.environ.get(settings.api_key_env)
             served = [probe_endpoint(url, api_key) for url in choice.endpoints][0]
@@ -99,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         choice = choose_model(settings.model_path, settings.endpoints, name or settings.model_name)
     else:
-        choice = _check_model(settings)
+        choice = _check_model(settings, collect_only=config.option.collectonly)
         out = settings.out and os.path.expanduser(settings.out)
         target = out or str(default_out_path(["x"], choice.label, 0))
         try:
