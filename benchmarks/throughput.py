@@ -35,12 +35,14 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def run(command: list[str]) -> dict[str, float]:
     """Wall, CPU (user+sys of the whole tree) and peak RSS of one command."""
+    launched = time.time()
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return {"wall": time.perf_counter() - started, "cpu": usage.ru_utime + usage.ru_stime,
-            "rss_mb": usage.ru_maxrss / 1024, "rc": process.returncode}  # fmt: skip
+            "rss_mb": usage.ru_maxrss / 1024, "rc": process.returncode,
+            "launched": launched, "exited": time.time()}  # fmt: skip
 
 
 def server_stats(url: str, reset: bool = False) -> dict:
@@ -62,13 +64,16 @@ def measure(url: str, command: list[str]) -> dict[str, float]:
     server_stats(url, reset=True)
     result = run(command)
     stats = server_stats(url)
-    return {**result, "in_flight": stats["mean_in_flight"], "requests": stats["total_requests"]}
+    return {**result, "in_flight": stats["mean_in_flight"], "requests": stats["total_requests"],
+            "startup": stats["first_arrival"] - result["launched"],
+            "tail": result["exited"] - stats["last_response"]}  # fmt: skip
 
 
 def row(name: str, result: dict, ideal: float, bare: float | None) -> str:
     versus = f"{result['wall'] / bare:6.2f}" if bare else "     -"
     return (f"{name:<26}{result['wall']:8.2f}{ideal:7.1f}{result['wall'] / ideal:7.2f}{versus}"
-            f"{result['in_flight']:9.1f}{result['requests']:6d}{result['cpu']:8.2f}{result['rss_mb']:8.0f}"
+            f"{result['in_flight']:9.1f}{result['requests']:6d}{result['startup']:8.2f}{result['tail']:6.2f}"
+            f"{result['cpu']:8.2f}{result['rss_mb']:8.0f}"
             f"{'' if result['rc'] in (0, 1) else '  rc=' + str(result['rc'])}")  # fmt: skip
 
 
@@ -79,7 +84,7 @@ def throughput(args: argparse.Namespace, data: Path, concurrency: int) -> None:
     print(f"\nC = {concurrency}, {args.problems} x {args.samples}, latency {args.latency_ms:.0f} ms, "
           f"no n (one sample per request)")  # fmt: skip
     print(f"{'run':<26}{'wall s':>8}{'ideal':>7}{'/ideal':>7}{'/bare':>6}{'inflight':>9}{'reqs':>6}"
-          f"{'cpu s':>8}{'rss MB':>8}")  # fmt: skip
+          f"{'start s':>8}{'tail':>6}{'cpu s':>8}{'rss MB':>8}")  # fmt: skip
     process, url = start_server_process("--latency-ms", str(args.latency_ms), "--no-n")
     try:
         bare = measure(url, [sys.executable, "benchmarks/bare_client.py", url, f"--problems={args.problems}",
@@ -116,6 +121,19 @@ def scale(args: argparse.Namespace, folder: Path) -> None:
         summary = json.loads(out.read_text().splitlines()[-1])
         print(f"{f'run {problems} x {args.samples} (-n 0)':<34}{result['wall']:8.2f}{problems / result['wall']:9.0f}"
               f"{summary['harness']['controller_peak_rss_mb']:12.0f}{out.stat().st_size / 2**20:9.1f}")  # fmt: skip
+    print(f"{'write results 10000 x 12':<34}{write_results(out, folder):8.2f}")
+
+
+def write_results(source: Path, folder: Path) -> float:
+    """Seconds to write the final results file (problem lines + summary) of a run."""
+    from pytest_agenteval.records import problem_from_dict
+    from pytest_agenteval.results import ResultsFile
+
+    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    records = [problem_from_dict(line, ("predicted_answer", "boxed_answer")) for line in lines[:-1]]
+    started = time.perf_counter()
+    ResultsFile().finalize(folder / "rewritten.jsonl", records, lines[-1:])
+    return time.perf_counter() - started
 
 
 def write_synthetic(folder: Path, problems: int, samples: int) -> tuple[Path, Path]:

@@ -3,7 +3,9 @@ the results file, print the summary and let the gates decide the exit status."""
 
 from __future__ import annotations
 
+import importlib
 import resource
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -46,6 +48,11 @@ class ResultsCollector:
         self.summaries: list[dict[str, Any]] = []
         self.gate_results: list[GateResult] = []
         self.written: Path | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # The summary's bootstrap needs numpy; import it while the run waits on the
+        # server instead of after the last response.
+        threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:

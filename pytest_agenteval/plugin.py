@@ -3,6 +3,7 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,6 @@ import pytest
 
 from . import options
 from .controller import RECORD_KEY, ResultsCollector
-from .engine import URGENT
 from .gate import GateError, check_metric_name, parse_gate
 from .markers import MARKERS
 from .records import Problem, ProblemRecord
@@ -99,22 +99,79 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "order: run it without -n")
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
-        choice = choose_model(settings.model_path, settings.endpoints, name or settings.model_name)
-    else:
+        choice = _lazy_choice(settings, name)
+    elif in_use(config, settings):
         choice = _check_model(settings, collect_only=config.option.collectonly)
-        out = settings.out and os.path.expanduser(settings.out)
-        target = out or str(default_out_path(["x"], choice.label, 0))
-        try:
-            check_writable(Path(target))
-        except OSError as exc:
-            raise pytest.UsageError(f"--agenteval-out {target}: not writable ({exc.strerror or exc});"
-                                    " choose a writable path") from None
-        collector = ResultsCollector(config, settings, gates, choice)
-        config.pluginmanager.register(collector, "agenteval-results")
+        _check_output(settings, choice)
+    else:
+        choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
+    if not _is_worker(config):
+        config.pluginmanager.register(ResultsCollector(config, settings, gates, choice), "agenteval-results")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
     share = _concurrency_share(config, settings.concurrency)
     config.stash[RUNTIME] = Runtime(settings, choice, share, _cache_dir(config, settings))
+
+
+def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
+    """The model choice without start-up checks; a bad one surfaces as item errors."""
+    try:
+        return choose_model(settings.model_path, settings.endpoints, model_name or settings.model_name)
+    except ValueError as exc:
+        return ModelChoice("invalid", model_name=str(exc))
+
+
+def _check_output(settings: options.Settings, choice: ModelChoice) -> None:
+    out = settings.out and os.path.expanduser(settings.out)
+    target = out or str(default_out_path(["x"], choice.label, 0))
+    try:
+        check_writable(Path(target))
+    except OSError as exc:
+        raise pytest.UsageError(f"--agenteval-out {target}: not writable ({exc.strerror or exc}); "
+                                "choose a writable path") from None
+
+
+def in_use(config: pytest.Config, settings: options.Settings) -> bool:
+    """Is this run an evaluation? The plugin is installed for every pytest run in the
+    environment; start-up checks (and their side effects) happen only when an agenteval
+    option is set or a collected path holds a module that declares `agenteval_suite`."""
+    if settings.explicit - {"seed"}:
+        return True
+    paths = [Path(arg.split("::")[0]) for arg in config.args] or [config.rootpath]
+    patterns = config.getini("python_files") or ["test_*.py"]
+    for path in paths:
+        files = [path] if path.is_file() else [f for pattern in patterns for f in _walk(path, pattern)]
+        if any(declares_suite(f) for f in files):
+            return True
+    return False
+
+
+def _walk(folder: Path, pattern: str) -> Iterator[Path]:
+    if not folder.is_dir():
+        return
+    for path in folder.rglob(pattern):
+        if not any(part.startswith(".") or part in ("node_modules", "venv", "site-packages")
+                   for part in path.relative_to(folder).parts):  # fmt: skip
+            yield path
+
+
+def declares_suite(path: Path) -> bool:
+    """A module-level `agenteval_suite = ...` (a string mentioning it does not count)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    if SUITE_ATTRIBUTE not in text:
+        return False
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == SUITE_ATTRIBUTE for t in targets):
+            return True
+    return False
 
 
 def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:

@@ -40,7 +40,7 @@ __all__ = [
 class ModelChoice:
     """Which backend the options select, checked at start-up."""
 
-    kind: str  # "embedded" | "gguf" | "openai" | "replay"
+    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "invalid" (model_name = why)
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
     model_name: str | None = None
@@ -49,6 +49,8 @@ class ModelChoice:
     def label(self) -> str:
         if self.kind == "openai":
             return self.model_name or "endpoint"
+        if self.kind == "invalid":
+            return "invalid-model"
         if self.kind == "embedded":
             return "smollm2-135m"
         assert self.path is not None
@@ -105,6 +107,8 @@ def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> li
 
 def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
     """The sampler for this process (`concurrency` is this process's share)."""
+    if choice.kind == "invalid":
+        raise SamplerError(choice.model_name or "invalid model options")
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
         return LlamaSampler(
@@ -137,7 +141,9 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
     from ._llama import EMBEDDED_NAME, file_fingerprint
 
     info: dict[str, Any] = {"backend": choice.kind, "label": choice.label}
-    if choice.kind in ("embedded", "gguf"):
+    if choice.kind == "invalid":
+        info["error"] = choice.model_name
+    elif choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
         info.update(
             name=EMBEDDED_NAME if choice.kind == "embedded" else choice.path.stem,
