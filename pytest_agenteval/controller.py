@@ -43,6 +43,7 @@ class ResultsCollector:
         self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
         self.expected: list[str] = []
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
+        self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
         self.results_file = ResultsFile()
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
@@ -73,6 +74,8 @@ class ResultsCollector:
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
             self.infra_errors.setdefault(report.nodeid, _first_line(report.longreprtext))
+        if report.skipped:
+            self.skipped.add(report.nodeid)
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         if report.when == CRASH_WHEN and report.failed:
@@ -123,7 +126,8 @@ class ResultsCollector:
     def _missing(self) -> list[str]:
         """Expected items of agenteval files that produced no record."""
         files = {nodeid.split("::")[0] for nodeid in self.records}
-        return [n for n in self.expected if n not in self.records and n.split("::")[0] in files]
+        return [n for n in self.expected
+                if n not in self.records and n not in self.skipped and n.split("::")[0] in files]  # fmt: skip
 
     def _summary(self, name: str, records: list[ProblemRecord], missing: list[str],
                  interrupted: bool) -> dict[str, Any]:  # fmt: skip

@@ -49,8 +49,8 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
         choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
-        if choice.kind == "openai" and collect_only:
-            return choice  # listing items needs no server
+        if collect_only:
+            return choice  # listing items needs no model and no server
         if choice.kind == "openai":
             api_key = os.environ.get(settings.api_key_env)
             served = [probe_endpoint(url, api_key) for url in choice.endpoints][0]
@@ -223,11 +223,11 @@ class Evaluation:
 
     @property
     def passed(self) -> bool:
-        return self.record.passed
+        return self.suite.item_passed(self.record)
 
     def check(self) -> None:
         """An item passes when at least one of its N generations is correct."""
-        if not self.record.passed:
+        if not self.passed:
             pytest.fail(self.suite.failure_message(self.record), pytrace=False)
 
 

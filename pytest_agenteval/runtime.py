@@ -107,7 +107,7 @@ class Runtime:
     def sample_count(self, suite: Suite, problem: Problem) -> int:
         sampler = self.sampler
         if isinstance(sampler, ReplaySource) and "val_n" not in self.settings.explicit:
-            return sampler.sample_count(problem.id) or self.settings.val_n
+            return sampler.sample_count(problem.id) or suite.samples(self.settings)
         return suite.samples(self.settings)
 
     async def _rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:

@@ -113,6 +113,10 @@ class Suite:
         """Suite-specific fields of a problem line (category, level, ...)."""
         return {}
 
+    def item_passed(self, record: ProblemRecord) -> bool:
+        """An item passes when at least one of its N generations is correct."""
+        return record.passed
+
     def failure_message(self, record: ProblemRecord) -> str:
         answers = [g.score.answer for g in record.generations]
         return (

@@ -1,0 +1,37 @@
+"""The plugin is installed for every pytest run in the environment: in a run that is not
+an evaluation it checks nothing, writes nothing and changes no exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.plugin import declares_suite
+
+
+def test_an_ordinary_project_is_left_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("--model-path=ignored-unless-used.gguf", "-p", "agenteval")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # an explicit agenteval option means: evaluate
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert "= agenteval =" not in result.stdout.str() and "results:" not in result.stdout.str()
+    assert not (pytester.path / "agenteval-results").exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("agenteval_suite = Aime25()\n", True),
+        ("from x import S\nagenteval_suite: S = S()\n", True),
+        ('SUITE = """\nagenteval_suite = Aime25()\n"""\n', False),  # only inside a string
+        ("def f():\n    agenteval_suite = 1\n", False),  # not at module level
+        ("agenteval_suite = (\n", False),  # does not parse
+        ("x = 1\n", False),
+    ],
+)
+def test_declares_suite(tmp_path: Path, source: str, expected: bool) -> None:
+    path = tmp_path / "test_x.py"
+    path.write_text(source)
+    assert declares_suite(path) is expected
