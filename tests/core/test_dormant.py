@@ -12,7 +12,7 @@ from pytest_agenteval.plugin import declares_suite
 
 def test_an_ordinary_project_is_left_alone(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
-    result = pytester.runpytest_subprocess("--model-path=ignored-unless-used.gguf", "-p", "agenteval")
+    result = pytester.runpytest_subprocess("--model-path=missing.gguf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # an explicit agenteval option means: evaluate
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)

@@ -43,7 +43,7 @@ def test_results_are_identical_with_two_workers(run_suite, replay: Path) -> None
     _, serial = run_suite(f"--model-path=replay:{replay}", out="serial.jsonl")
     result, parallel = run_suite(f"--model-path=replay:{replay}", "-n", "2", out="parallel.jsonl")
     result.assert_outcomes(passed=3, failed=1)
-    strip = {"latency_s", "started_at", "finished_at", "duration_s", "workers", "config"}
+    strip = {"latency_s", "started_at", "finished_at", "duration_s", "workers", "config", "harness"}
     left, right = (
         [{k: v for k, v in line.items() if k not in strip} for problems, summaries in [read_results(p)]
          for line in problems + summaries]
