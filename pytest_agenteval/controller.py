@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from . import report
+from .compare import Comparison, compare, load_baseline
 from .gate import Gate, GateResult, evaluate_gate
 from .options import Settings
 from .records import ProblemRecord, problem_from_dict
@@ -48,6 +49,8 @@ class ResultsCollector:
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
         self.gate_results: list[GateResult] = []
+        self.comparisons: list[Comparison] = []
+        self.baseline = load_baseline(Path(settings.compare)) if settings.compare else None
         self.written: Path | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -105,9 +108,14 @@ class ResultsCollector:
         ]
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries})
                              for g in self.gates]  # fmt: skip
+        if self.baseline is not None:
+            self.comparisons = [compare(name, records, self.baseline, self.settings.compare_tolerance,
+                                        self.settings.seed) for name, records in sorted(by_suite.items())]  # fmt: skip
         for summary in self.summaries:
             summary["gates"] = [r.as_dict() for r in self.gate_results
                                 if r.gate.suite == summary["suite"]]  # fmt: skip
+            summary["compare"] = next((c.as_dict() for c in self.comparisons
+                                       if c.suite == summary["suite"]), None)  # fmt: skip
         if by_suite:
             self._write(by_suite)
         self._mark_for_last_failed(missing)
@@ -181,19 +189,20 @@ class ResultsCollector:
         self.written = path
 
     def _decide_exit(self, session: pytest.Session) -> None:
-        if not self.gates:
+        if not self.gates and self.baseline is None:
             return  # plain pytest semantics
         if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
                                       pytest.ExitCode.NO_TESTS_COLLECTED):  # fmt: skip
             return  # interrupted, internal or usage errors keep their own status
         healthy = not self.infra_errors and all(s["complete"] for s in self.summaries)
-        passed = bool(self.gate_results) and all(r.passed for r in self.gate_results)
+        verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
+        passed = bool(verdicts) and all(verdicts)
         session.exitstatus = (
             pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.summaries and not self.gate_results:
+        if not self.summaries and not self.gate_results and not self.comparisons:
             return
         terminalreporter.section("agenteval")
         for summary in self.summaries:
@@ -202,7 +211,11 @@ class ResultsCollector:
                 terminalreporter.write_line(line)
         for line in report.gate_lines(self.gate_results):
             terminalreporter.write_line(line)
-        if self.infra_errors and self.gates:
+        for comparison in self.comparisons:
+            verdict = "PASS" if comparison.passed else "FAIL"
+            terminalreporter.write_line(f"compare {verdict}  {comparison.suite}.{comparison.metric}  "
+                                        f"({comparison.reason})")  # fmt: skip
+        if self.infra_errors and (self.gates or self.comparisons):
             terminalreporter.write_line(
                 f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
             )

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from . import options
+from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
 from .gate import GateError, check_metric_name, parse_gate
 from .markers import MARKERS
@@ -106,7 +107,11 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if not _is_worker(config):
-        config.pluginmanager.register(ResultsCollector(config, settings, gates, choice), "agenteval-results")
+        try:
+            collector = ResultsCollector(config, settings, gates, choice)
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.pluginmanager.register(collector, "agenteval-results")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
     share = _concurrency_share(config, settings.concurrency)
