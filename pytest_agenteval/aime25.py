@@ -7,7 +7,7 @@ from typing import Any
 
 from . import data
 from .options import Settings
-from .records import Problem, Rollout, Score, content_hash
+from .records import Problem, Rollout, Score, content_hash, sample_seed
 from .scorers import MATH_SCORERS, math_verify_version, normalize_integer_answer
 from .suite import DataError, RolloutContext, Suite
 
@@ -51,7 +51,12 @@ class Aime25(Suite):
             from .retool import retool_rollout
 
             return await retool_rollout(ctx)
-        completion = await ctx.sampler.complete(text_only_messages(ctx.problem.text), ctx.params())
+        messages = text_only_messages(ctx.problem.text)
+        extra: dict[str, Any] = {}
+        if ctx.settings.samples_per_request > 1 and hasattr(ctx.sampler, "complete_n"):
+            completion, extra = await _from_shared_request(ctx, messages)
+        else:
+            completion = await ctx.sampler.complete(messages, ctx.params())
         return Rollout(
             text=completion.text,
             stop_reason="length" if completion.finish_reason == "length" else "answer",
@@ -62,6 +67,7 @@ class Aime25(Suite):
             attempts=completion.attempts,
             retries=max(0, completion.attempts - 1),
             cached=completion.cached,
+            extra=extra,
         )
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
@@ -107,6 +113,21 @@ def sandbox_line(stats: Mapping[str, Any]) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
+
+
+async def _from_shared_request(ctx: RolloutContext, messages: list[dict[str, str]]) -> tuple[Any, dict[str, Any]]:
+    """`--samples-per-request K`: samples j of one group share one request with `n`; its
+    seed is the seed of the group's first sample (recorded as `request_seed`)."""
+    size = ctx.settings.samples_per_request
+    group, index = divmod(ctx.sample_index, size)
+    first = group * size
+    count = min(size, ctx.resources.sample_count_of(ctx.problem) - first)
+    seed = sample_seed(ctx.settings.seed, ctx.problem.id, first)
+    completions = await ctx.resources.shared_request(
+        (ctx.problem.suite, ctx.problem.node_id, group), count,
+        lambda: ctx.sampler.complete_n(messages, ctx.params(seed=seed), count),
+    )
+    return completions[index], {"request_seed": seed, "choice_index": index}
 
 
 def _reference(raw: Any, problem_id: Any, where: str, integer_rule: bool) -> Any:

@@ -180,6 +180,15 @@ class CachingSampler:
         self.cache.put(key, _completion_to_dict(completion))
         return completion
 
+    async def complete_n(self, messages: Sequence[Message], params: SamplingParams, n: int) -> list[Completion]:
+        key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return [_completion_from_dict(item) for item in hit]
+        completions = await self.inner.complete_n(messages, params, n)
+        self.cache.put(key, [_completion_to_dict(c) for c in completions])
+        return completions
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 

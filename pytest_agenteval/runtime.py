@@ -3,6 +3,7 @@ turning one item's N rollouts into a scored ProblemRecord."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
 import dataclasses
 import functools
@@ -41,6 +42,7 @@ class Runtime:
         self.agents: dict[str, Any] = {}  # suite -> the user's agent, from `agenteval_agent`
         self._agent_known: set[str] = set()
         self.fatal_error: str | None = None  # a refusal (401/404...) that ends the run
+        self._shared: dict[tuple[str, str, int], list[Any]] = {}  # group -> [task, readers left]
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -141,6 +143,21 @@ class Runtime:
                 continue  # the agent fixture has not been set up yet: nothing to run ahead
             if self.admission(suite, problem) == "run":
                 self._submit(suite, problem, order)
+
+    def sample_count_of(self, problem: Problem) -> int:
+        from .registry import suite_by_name
+
+        return self.sample_count(suite_by_name(problem.suite), problem)
+
+    async def shared_request(self, key: tuple[str, str, int], readers: int, request: Any) -> Any:
+        """One request whose result several samples read (`n`); on the engine loop."""
+        entry = self._shared.get(key)
+        if entry is None:
+            entry = self._shared[key] = [asyncio.ensure_future(request()), readers]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._shared[key]
+        return await asyncio.shield(entry[0])
 
     def set_agent(self, suite: Suite, agent: Any) -> None:
         if agent is not None:

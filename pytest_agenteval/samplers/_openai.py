@@ -117,7 +117,21 @@ class OpenAISampler:
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Completion:
-        body = self.body(messages, params, tools)
+        return (await self._request(self.body(messages, params, tools)))[0]
+
+    async def complete_n(self, messages: Sequence[Message], params: SamplingParams, n: int) -> list[Completion]:
+        """n samples in one request (`n`), all under the request's seed. A server that
+        ignores `n` gets the missing samples as single requests with seeds seed+1, ..."""
+        body = {**self.body(messages, params), "n": n}
+        completions = await self._request(body)
+        self._counts["n_requests"] += 1
+        for extra in range(len(completions), n):
+            self._counts["n_unsupported_fallbacks"] += 1
+            single = SamplingParams(**{**params.as_dict(), "stop": params.stop, "seed": params.seed + extra})
+            completions.append(await self.complete(messages, single))
+        return completions[:n]
+
+    async def _request(self, body: dict[str, Any]) -> list[Completion]:
         session = self._ensure_session()
         assert self._slots is not None
         priority = request_priority.get()
@@ -131,9 +145,9 @@ class OpenAISampler:
                 try:
                     self._counts["requests"] += 1
                     data = await self._post(session, endpoint, body)
-                    completion = _parse_completion(data, time.monotonic() - started, attempt)
+                    completions = _parse_completions(data, time.monotonic() - started, attempt)
                     self._counts["ok"] += 1
-                    return completion
+                    return completions
                 except _Retryable as exc:
                     failure = exc
                 finally:
@@ -198,12 +212,25 @@ def _error_message(raw: bytes) -> str:
         return text[:200] or "(empty body)"
 
 
-def _parse_completion(data: Mapping[str, Any], latency: float, attempts: int) -> Completion:
+def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -> list[Completion]:
+    """Every choice; the request's attempts are counted once, on the first."""
     try:
-        choice = data["choices"][0]
-        message = choice.get("message") or {}
-    except (KeyError, IndexError, TypeError) as exc:
+        choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
+        if not choices:
+            raise IndexError("no choices")
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _Retryable("bad_json") from exc
+    usage = data.get("usage") or {}
+    return [
+        _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0)
+        for i, choice in enumerate(choices)
+    ]
+
+
+def _parse_choice(choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int) -> Completion:
+    if not isinstance(choice, Mapping):
+        raise _Retryable("bad_json")
+    message = choice.get("message") or {}
     calls = tuple(
         ToolCall(
             name=(call.get("function") or {}).get("name", ""),
@@ -212,7 +239,6 @@ def _parse_completion(data: Mapping[str, Any], latency: float, attempts: int) ->
         )
         for call in message.get("tool_calls") or ()
     )
-    usage = data.get("usage") or {}
     return Completion(
         text=message.get("content") or "",
         finish_reason=choice.get("finish_reason") or "stop",

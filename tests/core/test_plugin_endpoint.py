@@ -53,3 +53,26 @@ def test_real_llama_cpp_server_gives_the_same_file_shape(run_suite, llama_server
             "seed"} <= problems[0]["generations"][0].keys()  # fmt: skip
     assert (summary["model"]["name"], summary["generations"], summary["complete"]) == ("smollm2", 6, True)
     assert 0 < summary["tokens"]["completion"] <= 6 * 24
+
+
+def test_samples_per_request_uses_n_with_the_group_seed(run_suite) -> None:
+    with OpenAITestServer(ServerConfig(answer="choice {index} of {n}: \\boxed{70}")) as server:
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=4", "--samples-per-request=4", "--limit=2")
+        requests = server.requests
+    result.assert_outcomes(passed=1, failed=1)
+    assert [(r["n"], r["seed"]) for r in requests] == [(4, sample_seed(42, 0, 0)), (4, sample_seed(42, 1, 0))]
+    problems, (summary,) = read_results(out)
+    generations = problems[0]["generations"]
+    assert [g["text"].split(":")[0] for g in generations] == [f"choice {i} of 4" for i in range(4)]
+    assert [(g["request_seed"], g["choice_index"]) for g in generations] == [(sample_seed(42, 0, 0), i) for i in range(4)]
+    assert summary["requests"]["attempts"] == 2 and summary["config"]["samples_per_request"] == 4
+
+
+def test_a_server_without_n_gets_the_missing_samples_one_by_one(run_suite) -> None:
+    with OpenAITestServer(ServerConfig(support_n=False)) as server:
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=3", "--samples-per-request=3", "--limit=1")
+        seeds = [r["seed"] for r in server.requests]
+    first = sample_seed(42, 0, 0)
+    assert seeds == [first, first + 1, first + 2]
+    problems, _ = read_results(out)
+    assert len(problems[0]["generations"]) == 3 and problems[0]["complete"] is True
