@@ -1,6 +1,6 @@
 """The floor: a bare asyncio client, one request per sample, a semaphore of C.
 
-    python benchmarks/bare_client.py URL --problems 30 --samples 12 --concurrency 32"""
+python benchmarks/bare_client.py URL --problems 30 --samples 12 --concurrency 32"""
 
 from __future__ import annotations
 
@@ -16,8 +16,13 @@ async def main(url: str, problems: int, samples: int, concurrency: int) -> None:
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one(problem: int, sample: int) -> str:
-            body = {"model": "mock-model", "max_tokens": 1024, "temperature": 1.0, "seed": problem * 1000 + sample,
-                    "messages": [{"role": "user", "content": f"What is {problem} + {problem}?"}]}  # fmt: skip
+            body = {
+                "model": "mock-model",
+                "max_tokens": 1024,
+                "temperature": 1.0,
+                "seed": problem * 1000 + sample,
+                "messages": [{"role": "user", "content": f"What is {problem} + {problem}?"}],
+            }
             async with gate, session.post(f"{url}/chat/completions", json=body) as response:
                 return (await response.json())["choices"][0]["message"]["content"]
 

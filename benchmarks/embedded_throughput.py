@@ -36,20 +36,38 @@ def raw(problems: list[dict], samples: int, max_tokens: int, seed: int) -> tuple
     for problem in problems:
         for j in range(samples):
             response = llm.create_chat_completion(
-                messages=text_only_messages(problem["problem"].strip()), temperature=1.0, top_p=0.7,
-                top_k=0, max_tokens=max_tokens, seed=sample_seed(seed, problem["id"], j),
-                repeat_penalty=1.0, stop=["<|im_end|>", "<|endoftext|>"],
-            )  # fmt: skip
+                messages=text_only_messages(problem["problem"].strip()),
+                temperature=1.0,
+                top_p=0.7,
+                top_k=0,
+                max_tokens=max_tokens,
+                seed=sample_seed(seed, problem["id"], j),
+                repeat_penalty=1.0,
+                stop=["<|im_end|>", "<|endoftext|>"],
+            )
             tokens += response["usage"]["completion_tokens"]
     return tokens, time.perf_counter() - started
 
 
 def plugin(args: argparse.Namespace, workers: int) -> tuple[int, float, float]:
     out = Path(tempfile.mkdtemp()) / "results.jsonl"
-    command = [sys.executable, "-m", "pytest", "suites/aime25", "-q", "-p", "no:cacheprovider",
-               f"--dataset-path={args.dataset_path}", f"--limit={args.limit}", f"--val-n={args.val_n}",
-               f"--max-tokens={args.max_tokens}", f"--seed={args.seed}", f"--agenteval-out={out}",
-               "-n", str(workers)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/aime25",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--dataset-path={args.dataset_path}",
+        f"--limit={args.limit}",
+        f"--val-n={args.val_n}",
+        f"--max-tokens={args.max_tokens}",
+        f"--seed={args.seed}",
+        f"--agenteval-out={out}",
+        "-n",
+        str(workers),
+    ]
     started = time.perf_counter()
     subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
     wall = time.perf_counter() - started
@@ -71,13 +89,16 @@ def main() -> None:
     problems = rows[: args.limit]
     raw_tokens, raw_wall = raw(problems, args.val_n, args.max_tokens, args.seed)
     print(f"{'step':<22}{'tokens':>8}{'wall s':>9}{'tok/s':>8}{'gen-only tok/s':>16}{'vs raw':>8}")
-    print(f"{'raw llama-cpp-python':<22}{raw_tokens:>8}{raw_wall:>9.2f}{raw_tokens / raw_wall:>8.1f}{'':>16}{1.0:>8.2f}")
+    raw_rate = raw_tokens / raw_wall
+    print(f"{'raw llama-cpp-python':<22}{raw_tokens:>8}{raw_wall:>9.2f}{raw_rate:>8.1f}{'':>16}{1.0:>8.2f}")
     for workers in (0, 2):
         tokens, wall, generating = plugin(args, workers)
         rate = tokens / wall
-        print(f"{f'plugin -n {workers}':<22}{tokens:>8}{wall:>9.2f}{rate:>8.1f}"
-              f"{tokens / generating if workers == 0 else tokens / (generating / 2):>16.1f}"
-              f"{rate / (raw_tokens / raw_wall):>8.2f}")  # fmt: skip
+        print(
+            f"{f'plugin -n {workers}':<22}{tokens:>8}{wall:>9.2f}{rate:>8.1f}"
+            f"{tokens / generating if workers == 0 else tokens / (generating / 2):>16.1f}"
+            f"{rate / (raw_tokens / raw_wall):>8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -92,10 +92,7 @@ def main() -> None:
     sandboxes = {level: Sandbox(SandboxConfig(level=level)) for level in ("auto", "basic")}
     for level, sandbox in sandboxes.items():
         zygote_call(sandbox, "pass")  # startup is not a per-call cost
-        print(
-            f"zygote/{level}: {sandbox.containment['level']} "
-            f"{'+'.join(sandbox.containment['layers'])}"
-        )
+        print(f"zygote/{level}: {sandbox.containment['level']} {'+'.join(sandbox.containment['layers'])}")
     times: dict[tuple[str, str], list[float]] = {}
     try:
         for _ in range(args.n):
@@ -112,9 +109,7 @@ def main() -> None:
     for (mode, name), values in times.items():
         med = statistics.median(values) * 1000
         fresh = statistics.median(times[("fresh", name)]) * 1000
-        print(
-            f"{mode:<16} {name:<17} {med:>10.1f} {p95(values) * 1000:>8.1f} {fresh / med:>10.1f}x"
-        )
+        print(f"{mode:<16} {name:<17} {med:>10.1f} {p95(values) * 1000:>8.1f} {fresh / med:>10.1f}x")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ from pytest_agenteval.testing import Reply, ScriptedToolModel
 
 MODEL = ScriptedToolModel(
     [
-        Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": {"code": "print(7 * 10)"}}]),
+        Reply(
+            text="Let me compute.",
+            tool_calls=[{"name": "code_interpreter", "arguments": {"code": "print(7 * 10)"}}],
+        ),
         lambda observation, body: f"The tool printed {(observation or '').strip()}, so \\boxed{{70}}.",
     ]
 )

@@ -29,7 +29,6 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.testing import start_server_process, stop_server_process  # noqa: E402
 
-
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -37,12 +36,19 @@ def run(command: list[str]) -> dict[str, float]:
     """Wall, CPU (user+sys of the whole tree) and peak RSS of one command."""
     launched = time.time()
     started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+    )
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
-    return {"wall": time.perf_counter() - started, "cpu": usage.ru_utime + usage.ru_stime,
-            "rss_mb": usage.ru_maxrss / 1024, "rc": process.returncode,
-            "launched": launched, "exited": time.time()}  # fmt: skip
+    return {
+        "wall": time.perf_counter() - started,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
+        "rc": process.returncode,
+        "launched": launched,
+        "exited": time.time(),
+    }
 
 
 def server_stats(url: str, reset: bool = False) -> dict:
@@ -53,50 +59,85 @@ def server_stats(url: str, reset: bool = False) -> dict:
     return json.loads(urllib.request.urlopen(f"{base}/stats").read())
 
 
-def pytest_command(url: str, data: Path, args: argparse.Namespace, concurrency: int, *extra: str) -> list[str]:
+def pytest_command(
+    url: str, data: Path, args: argparse.Namespace, concurrency: int, *extra: str
+) -> list[str]:
     out = Path(tempfile.mkdtemp()) / "results.jsonl"
-    return [sys.executable, "-m", "pytest", "suites/aime25", "-q", "-p", "no:cacheprovider",
-            f"--dataset-path={data}", f"--endpoint={url}", f"--val-n={args.samples}",
-            f"--concurrency={concurrency}", "--agenteval-no-cache", f"--agenteval-out={out}", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "suites/aime25",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--dataset-path={data}",
+        f"--endpoint={url}",
+        f"--val-n={args.samples}",
+        f"--concurrency={concurrency}",
+        "--agenteval-no-cache",
+        f"--agenteval-out={out}",
+        *extra,
+    ]
 
 
 def measure(url: str, command: list[str]) -> dict[str, float]:
     server_stats(url, reset=True)
     result = run(command)
     stats = server_stats(url)
-    return {**result, "in_flight": stats["mean_in_flight"], "requests": stats["total_requests"],
-            "startup": stats["first_arrival"] - result["launched"],
-            "tail": result["exited"] - stats["last_response"]}  # fmt: skip
+    return {
+        **result,
+        "in_flight": stats["mean_in_flight"],
+        "requests": stats["total_requests"],
+        "startup": stats["first_arrival"] - result["launched"],
+        "tail": result["exited"] - stats["last_response"],
+    }
 
 
 def row(name: str, result: dict, ideal: float, bare: float | None) -> str:
     versus = f"{result['wall'] / bare:6.2f}" if bare else "     -"
-    return (f"{name:<26}{result['wall']:8.2f}{ideal:7.1f}{result['wall'] / ideal:7.2f}{versus}"
-            f"{result['in_flight']:9.1f}{result['requests']:6d}{result['startup']:8.2f}{result['tail']:6.2f}"
-            f"{result['cpu']:8.2f}{result['rss_mb']:8.0f}"
-            f"{'' if result['rc'] in (0, 1) else '  rc=' + str(result['rc'])}")  # fmt: skip
+    return (
+        f"{name:<26}{result['wall']:8.2f}{ideal:7.1f}{result['wall'] / ideal:7.2f}{versus}"
+        f"{result['in_flight']:9.1f}{result['requests']:6d}{result['startup']:8.2f}{result['tail']:6.2f}"
+        f"{result['cpu']:8.2f}{result['rss_mb']:8.0f}"
+        f"{'' if result['rc'] in (0, 1) else '  rc=' + str(result['rc'])}"
+    )
 
 
 def throughput(args: argparse.Namespace, data: Path, concurrency: int) -> None:
     latency = args.latency_ms / 1000
     generations = args.problems * args.samples
     ideal = math.ceil(generations / concurrency) * latency
-    print(f"\nC = {concurrency}, {args.problems} x {args.samples}, latency {args.latency_ms:.0f} ms, "
-          f"no n (one sample per request)")  # fmt: skip
-    print(f"{'run':<26}{'wall s':>8}{'ideal':>7}{'/ideal':>7}{'/bare':>6}{'inflight':>9}{'reqs':>6}"
-          f"{'start s':>8}{'tail':>6}{'cpu s':>8}{'rss MB':>8}")  # fmt: skip
+    print(
+        f"\nC = {concurrency}, {args.problems} x {args.samples}, latency {args.latency_ms:.0f} ms, "
+        f"no n (one sample per request)"
+    )
+    print(
+        f"{'run':<26}{'wall s':>8}{'ideal':>7}{'/ideal':>7}{'/bare':>6}{'inflight':>9}{'reqs':>6}"
+        f"{'start s':>8}{'tail':>6}{'cpu s':>8}{'rss MB':>8}"
+    )
     process, url = start_server_process("--latency-ms", str(args.latency_ms), "--no-n")
     try:
-        bare = measure(url, [sys.executable, "benchmarks/bare_client.py", url, f"--problems={args.problems}",
-                             f"--samples={args.samples}", f"--concurrency={concurrency}"])  # fmt: skip
+        bare = measure(
+            url,
+            [
+                sys.executable,
+                "benchmarks/bare_client.py",
+                url,
+                f"--problems={args.problems}",
+                f"--samples={args.samples}",
+                f"--concurrency={concurrency}",
+            ],
+        )
         print(row("bare asyncio client", bare, ideal, None))
         for workers in ("0", "2"):
             result = measure(url, pytest_command(url, data, args, concurrency, "-n", workers))
             print(row(f"pytest text-only -n {workers}", result, ideal, bare["wall"]))
     finally:
         stop_server_process(process)
-    process, url = start_server_process("--latency-ms", str(args.latency_ms), "--no-n",
-                                        "--script", "benchmarks.scripted_tool_model:MODEL")  # fmt: skip
+    process, url = start_server_process(
+        "--latency-ms", str(args.latency_ms), "--no-n", "--script", "benchmarks.scripted_tool_model:MODEL"
+    )
     try:
         retool_ideal = math.ceil(2 * generations / concurrency) * latency
         command = pytest_command(url, data, args, concurrency, "--mode=retool", "--tool-protocol=native")
@@ -111,16 +152,45 @@ def scale(args: argparse.Namespace, folder: Path) -> None:
     for problems in (2500, 5000, 10000):
         data, replay = write_synthetic(folder, problems, args.samples)
         if problems == 10000:
-            collect = run([sys.executable, "-m", "pytest", "suites/aime25", "--co", "-q", "-p", "no:cacheprovider",
-                           f"--dataset-path={data}", f"--model-path=replay:{replay}"])  # fmt: skip
-            print(f"{'collect 10000 items (--co)':<34}{collect['wall']:8.2f}{10000 / collect['wall']:9.0f}"
-                  f"{collect['rss_mb']:12.0f}{'':>9}")  # fmt: skip
+            collect = run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "suites/aime25",
+                    "--co",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--dataset-path={data}",
+                    f"--model-path=replay:{replay}",
+                ]
+            )
+            print(
+                f"{'collect 10000 items (--co)':<34}{collect['wall']:8.2f}{10000 / collect['wall']:9.0f}"
+                f"{collect['rss_mb']:12.0f}{'':>9}"
+            )
         out = folder / f"results-{problems}.jsonl"
-        result = run([sys.executable, "-m", "pytest", "suites/aime25", "-q", "-p", "no:cacheprovider",
-                      f"--dataset-path={data}", f"--model-path=replay:{replay}", f"--agenteval-out={out}"])  # fmt: skip
+        result = run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "suites/aime25",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--dataset-path={data}",
+                f"--model-path=replay:{replay}",
+                f"--agenteval-out={out}",
+            ]
+        )
         summary = json.loads(out.read_text().splitlines()[-1])
-        print(f"{f'run {problems} x {args.samples} (-n 0)':<34}{result['wall']:8.2f}{problems / result['wall']:9.0f}"
-              f"{summary['harness']['controller_peak_rss_mb']:12.0f}{out.stat().st_size / 2**20:9.1f}")  # fmt: skip
+        print(
+            f"{f'run {problems} x {args.samples} (-n 0)':<34}{result['wall']:8.2f}"
+            f"{problems / result['wall']:9.0f}"
+            f"{summary['harness']['controller_peak_rss_mb']:12.0f}{out.stat().st_size / 2**20:9.1f}"
+        )
     print(f"{'write results 10000 x 12':<34}{write_results(out, folder):8.2f}")
 
 
@@ -144,7 +214,8 @@ def write_synthetic(folder: Path, problems: int, samples: int) -> tuple[Path, Pa
     with replay.open("w") as handle:
         for i in range(problems):
             for j in range(samples):
-                text = f"Adding, {i} + {i} = {2 * i if j % 3 == 0 else i}. So \\boxed{{{2 * i if j % 3 == 0 else i}}}."
+                answer = 2 * i if j % 3 == 0 else i
+                text = f"Adding, {i} + {i} = {answer}. So \\boxed{{{answer}}}."
                 handle.write(json.dumps({"problem_id": i, "sample_index": j, "text": text}) + "\n")
     return data, replay
 

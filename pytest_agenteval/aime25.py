@@ -21,8 +21,7 @@ def text_only_messages(problem: str) -> list[dict[str, str]]:
 class Aime25(Suite):
     name = "aime25"
     markers = {"aime25": "AIME 2025 problems (suite aime25)"}
-    score_fields = ("predicted_answer", "boxed_answer", "reward_boxed", "scorers_disagree",
-                    "scorer")  # fmt: skip
+    score_fields = ("predicted_answer", "boxed_answer", "reward_boxed", "scorers_disagree", "scorer")
 
     def _source(self, settings: Settings) -> tuple[str, str]:
         if settings.dataset_path:
@@ -38,7 +37,7 @@ class Aime25(Suite):
         data.require_unique(ids, where)
         integer_rule = settings.effective_scorer == "boxed-integer"
         problems = []
-        for index, (row, problem_id) in enumerate(zip(rows, ids)):
+        for index, (row, problem_id) in enumerate(zip(rows, ids, strict=True)):
             text = str(row["problem"] or "").strip()
             if not text:
                 raise DataError(f"{where}: problem {problem_id!r} has an empty `problem`")
@@ -93,8 +92,13 @@ class Aime25(Suite):
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows = [("mode / scorer", f"{summary.get('mode')} / {summary.get('scorer')}")]
         if summary.get("mode") == "retool":
-            rows.append(("code calls / turns", f"{summary.get('mean_code_calls', 0):.2f} / "
-                                               f"{summary.get('mean_turns', 0):.2f} per generation"))
+            rows.append(
+                (
+                    "code calls / turns",
+                    f"{summary.get('mean_code_calls', 0):.2f} / "
+                    f"{summary.get('mean_turns', 0):.2f} per generation",
+                )
+            )
             rows.append(("sandbox", sandbox_line(summary.get("sandbox") or {})))
         return rows
 
@@ -102,10 +106,12 @@ class Aime25(Suite):
 def sandbox_line(stats: Mapping[str, Any]) -> str:
     latency = stats.get("latency_ms") or {}
     levels = stats.get("containment") or []
-    line = (f"{stats.get('calls', 0)} calls, ok {stats.get('success_rate', 0):.2f}, error "
-            f"{stats.get('error_rate', 0):.2f}, timeout {stats.get('timeout_rate', 0):.2f}; "
-            f"p50 {_ms(latency.get('p50'))} p95 {_ms(latency.get('p95'))}; "
-            f"containment {', '.join(levels) or '-'}")
+    line = (
+        f"{stats.get('calls', 0)} calls, ok {stats.get('success_rate', 0):.2f}, error "
+        f"{stats.get('error_rate', 0):.2f}, timeout {stats.get('timeout_rate', 0):.2f}; "
+        f"p50 {_ms(latency.get('p50'))} p95 {_ms(latency.get('p95'))}; "
+        f"containment {', '.join(levels) or '-'}"
+    )
     if "basic" in levels:
         line += " (WEAK: only rlimits/session/uid drop; see docs/sandbox.md)"
     return line
@@ -115,7 +121,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} ms"
 
 
-async def _from_shared_request(ctx: RolloutContext, messages: list[dict[str, str]]) -> tuple[Any, dict[str, Any]]:
+async def _from_shared_request(
+    ctx: RolloutContext, messages: list[dict[str, str]]
+) -> tuple[Any, dict[str, Any]]:
     """`--samples-per-request K`: samples j of one group share one request with `n`; its
     seed is the seed of the group's first sample (recorded as `request_seed`)."""
     size = ctx.settings.samples_per_request
@@ -124,7 +132,8 @@ async def _from_shared_request(ctx: RolloutContext, messages: list[dict[str, str
     count = min(size, ctx.resources.sample_count_of(ctx.problem) - first)
     seed = sample_seed(ctx.settings.seed, ctx.problem.id, first)
     completions = await ctx.resources.shared_request(
-        (ctx.problem.suite, ctx.problem.node_id, group), count,
+        (ctx.problem.suite, ctx.problem.node_id, group),
+        count,
         lambda: ctx.sampler.complete_n(messages, ctx.params(seed=seed), count),
     )
     return completions[index], {"request_seed": seed, "choice_index": index}

@@ -106,8 +106,14 @@ class GenerationCache:
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None,
     ) -> str:
-        return _digest({"model": model, "messages": [dict(m) for m in messages],
-                        "params": params.as_dict(), "tools": [dict(t) for t in tools or ()]})  # fmt: skip
+        return _digest(
+            {
+                "model": model,
+                "messages": [dict(m) for m in messages],
+                "params": params.as_dict(),
+                "tools": [dict(t) for t in tools or ()],
+            }
+        )
 
     @staticmethod
     def tool_key(suite: str, problem_id: str, sample_seed: int, call_index: int, code: str) -> str:
@@ -180,7 +186,9 @@ class CachingSampler:
         self.cache.put(key, _completion_to_dict(completion))
         return completion
 
-    async def complete_n(self, messages: Sequence[Message], params: SamplingParams, n: int) -> list[Completion]:
+    async def complete_n(
+        self, messages: Sequence[Message], params: SamplingParams, n: int
+    ) -> list[Completion]:
         key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
         hit = self.cache.get(key)
         if hit is not None:

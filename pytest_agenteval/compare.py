@@ -34,15 +34,25 @@ class Comparison:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "metric": self.metric, "shared_problems": self.shared,
-                "baseline": self.baseline, "current": self.current, "diff": self.diff,
-                "ci95": list(self.ci95), "passed": self.passed, "reason": self.reason}  # fmt: skip
+        return {
+            "suite": self.suite,
+            "metric": self.metric,
+            "shared_problems": self.shared,
+            "baseline": self.baseline,
+            "current": self.current,
+            "diff": self.diff,
+            "ci95": list(self.ci95),
+            "passed": self.passed,
+            "reason": self.reason,
+        }
 
 
 def load_baseline(path: Path) -> dict[str, dict[str, float]]:
     """Per suite, per problem id: the fraction of correct generations (complete problems)."""
     if not path.is_file():
-        raise BaselineError(f"--agenteval-compare {path}: no such file; give a results JSONL of an earlier run")
+        raise BaselineError(
+            f"--agenteval-compare {path}: no such file; give a results JSONL of an earlier run"
+        )
     scores: dict[str, dict[str, float]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
@@ -61,8 +71,9 @@ def problem_scores(records: Sequence[ProblemRecord]) -> dict[str, float]:
     return {str(r.problem_id): r.num_correct / len(r.generations) for r in records if r.complete}
 
 
-def paired_bootstrap(baseline: Mapping[str, float], current: Mapping[str, float],
-                     iterations: int = ITERATIONS, seed: int = 0) -> tuple[int, float, float, tuple[float, float]]:  # fmt: skip
+def paired_bootstrap(
+    baseline: Mapping[str, float], current: Mapping[str, float], iterations: int = ITERATIONS, seed: int = 0
+) -> tuple[int, float, float, tuple[float, float]]:
     """(shared problems, baseline mean, current mean, 95% interval of current - baseline),
     resampling the shared problems with both runs' scores kept together."""
     shared = sorted(set(baseline) & set(current))
@@ -76,17 +87,33 @@ def paired_bootstrap(baseline: Mapping[str, float], current: Mapping[str, float]
     return len(shared), float(old.mean()), float(new.mean()), (round(float(low), 6), round(float(high), 6))
 
 
-def compare(suite: str, records: Sequence[ProblemRecord], baseline: Mapping[str, Mapping[str, float]],
-            tolerance: float, seed: int = 0) -> Comparison:  # fmt: skip
+def compare(
+    suite: str,
+    records: Sequence[ProblemRecord],
+    baseline: Mapping[str, Mapping[str, float]],
+    tolerance: float,
+    seed: int = 0,
+) -> Comparison:
     """Fail iff the drop exceeds the tolerance and the whole interval lies below zero."""
     metric = HEADLINE.get(suite, "average_at_n")
     shared, old, new, interval = paired_bootstrap(baseline.get(suite, {}), problem_scores(records), seed=seed)
     diff = round(new - old, 6)
     if shared == 0:
-        return Comparison(suite, metric, 0, old, new, diff, interval, False,
-                          "no problems shared with the baseline: comparison fails closed")  # fmt: skip
+        return Comparison(
+            suite,
+            metric,
+            0,
+            old,
+            new,
+            diff,
+            interval,
+            False,
+            "no problems shared with the baseline: comparison fails closed",
+        )
     significant = interval[1] < 0 and diff < -tolerance
     verdict = "significant drop" if significant else "no significant drop"
-    reason = (f"{new:.4f} vs {old:.4f} on {shared} shared problems, diff {diff:+.4f} "
-              f"[{interval[0]:+.4f}, {interval[1]:+.4f}], tolerance {tolerance:g}: {verdict}")  # fmt: skip
+    reason = (
+        f"{new:.4f} vs {old:.4f} on {shared} shared problems, diff {diff:+.4f} "
+        f"[{interval[0]:+.4f}, {interval[1]:+.4f}], tolerance {tolerance:g}: {verdict}"
+    )
     return Comparison(suite, metric, shared, old, new, diff, interval, not significant, reason)

@@ -34,8 +34,9 @@ CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
 
 
 class ResultsCollector:
-    def __init__(self, config: pytest.Config, settings: Settings, gates: Sequence[Gate],
-                 choice: ModelChoice) -> None:  # fmt: skip
+    def __init__(
+        self, config: pytest.Config, settings: Settings, gates: Sequence[Gate], choice: ModelChoice
+    ) -> None:
         self.config = config
         self.settings = settings
         self.gates = list(gates)
@@ -106,16 +107,17 @@ class ResultsCollector:
             self._summary(name, sorted(records, key=lambda r: r.index), missing, interrupted)
             for name, records in sorted(by_suite.items())
         ]
-        self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries})
-                             for g in self.gates]  # fmt: skip
+        self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
         if self.baseline is not None:
-            self.comparisons = [compare(name, records, self.baseline, self.settings.compare_tolerance,
-                                        self.settings.seed) for name, records in sorted(by_suite.items())]  # fmt: skip
+            self.comparisons = [
+                compare(name, records, self.baseline, self.settings.compare_tolerance, self.settings.seed)
+                for name, records in sorted(by_suite.items())
+            ]
         for summary in self.summaries:
-            summary["gates"] = [r.as_dict() for r in self.gate_results
-                                if r.gate.suite == summary["suite"]]  # fmt: skip
-            summary["compare"] = next((c.as_dict() for c in self.comparisons
-                                       if c.suite == summary["suite"]), None)  # fmt: skip
+            summary["gates"] = [r.as_dict() for r in self.gate_results if r.gate.suite == summary["suite"]]
+            summary["compare"] = next(
+                (c.as_dict() for c in self.comparisons if c.suite == summary["suite"]), None
+            )
         if by_suite:
             self._write(by_suite)
         self._mark_for_last_failed(missing)
@@ -134,17 +136,22 @@ class ResultsCollector:
     def _missing(self) -> list[str]:
         """Expected items of agenteval files that produced no record."""
         files = {nodeid.split("::")[0] for nodeid in self.records}
-        return [n for n in self.expected
-                if n not in self.records and n not in self.skipped and n.split("::")[0] in files]  # fmt: skip
+        return [
+            n
+            for n in self.expected
+            if n not in self.records and n not in self.skipped and n.split("::")[0] in files
+        ]
 
-    def _summary(self, name: str, records: list[ProblemRecord], missing: list[str],
-                 interrupted: bool) -> dict[str, Any]:  # fmt: skip
+    def _summary(
+        self, name: str, records: list[ProblemRecord], missing: list[str], interrupted: bool
+    ) -> dict[str, Any]:
         suite = suite_by_name(name)
         settings = self.settings
         scored = [r for r in records if r.complete]
         errored = [r for r in records if not r.complete]
-        own_missing = [n for n in missing if any(n.split("::")[0] == r.nodeid.split("::")[0]
-                                                 for r in records)]  # fmt: skip
+        own_missing = [
+            n for n in missing if any(n.split("::")[0] == r.nodeid.split("::")[0] for r in records)
+        ]
         described = suite.describe(settings)
         finished = time.time()
         return {
@@ -159,8 +166,11 @@ class ResultsCollector:
             **suite.summarize(scored, settings),
             **suite.after_run(records, settings),
             "complete": not errored and not own_missing and not interrupted,
-            "errors": {"items": len(errored), "problem_ids": [r.problem_id for r in errored],
-                       "messages": {str(r.problem_id): r.error for r in errored}},  # fmt: skip
+            "errors": {
+                "items": len(errored),
+                "problem_ids": [r.problem_id for r in errored],
+                "messages": {str(r.problem_id): r.error for r in errored},
+            },
             "missing": own_missing,
             "tokens": token_totals(records),
             "requests": request_totals(records),
@@ -182,8 +192,11 @@ class ResultsCollector:
         }
 
     def _write(self, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
-        path = self.out_path if self.settings.out else default_out_path(
-            by_suite, self.choice.label, self.started)  # fmt: skip
+        path = (
+            self.out_path
+            if self.settings.out
+            else default_out_path(by_suite, self.choice.label, self.started)
+        )
         records = [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
         self.results_file.finalize(path, records, self.summaries)
         self.written = path
@@ -191,15 +204,16 @@ class ResultsCollector:
     def _decide_exit(self, session: pytest.Session) -> None:
         if not self.gates and self.baseline is None:
             return  # plain pytest semantics
-        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED,
-                                      pytest.ExitCode.NO_TESTS_COLLECTED):  # fmt: skip
+        if session.exitstatus not in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.TESTS_FAILED,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
             return  # interrupted, internal or usage errors keep their own status
         healthy = not self.infra_errors and all(s["complete"] for s in self.summaries)
         verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
         passed = bool(verdicts) and all(verdicts)
-        session.exitstatus = (
-            pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
-        )
+        session.exitstatus = pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.summaries and not self.gate_results and not self.comparisons:
@@ -213,8 +227,9 @@ class ResultsCollector:
             terminalreporter.write_line(line)
         for comparison in self.comparisons:
             verdict = "PASS" if comparison.passed else "FAIL"
-            terminalreporter.write_line(f"compare {verdict}  {comparison.suite}.{comparison.metric}  "
-                                        f"({comparison.reason})")  # fmt: skip
+            terminalreporter.write_line(
+                f"compare {verdict}  {comparison.suite}.{comparison.metric}  ({comparison.reason})"
+            )
         if self.infra_errors and (self.gates or self.comparisons):
             terminalreporter.write_line(
                 f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
@@ -226,8 +241,10 @@ class ResultsCollector:
 def _harness_usage() -> dict[str, float]:
     """This (controller) process's own peak memory and CPU time so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}  # fmt: skip
+    return {
+        "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    }
 
 
 def _first_line(text: str) -> str:

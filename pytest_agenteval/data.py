@@ -36,7 +36,9 @@ def describe_source(source: str, revision: str | None) -> dict[str, Any]:
     return {"dataset_id": source, "dataset_revision": revision}
 
 
-def load_rows(source: str, *, option: str, revision: str | None = None, split: str = "train") -> list[dict[str, Any]]:
+def load_rows(
+    source: str, *, option: str, revision: str | None = None, split: str = "train"
+) -> list[dict[str, Any]]:
     """Rows as dicts. `option` names the command-line flag in error messages."""
     path = Path(source).expanduser()
     if path.is_dir():
@@ -46,12 +48,15 @@ def load_rows(source: str, *, option: str, revision: str | None = None, split: s
             return _load_json(path, option)
         if path.suffix == ".parquet":
             return _load_parquet(path, option)
-        raise DataError(f"{option} {source}: unsupported file type {path.suffix!r}; "
-                        "use .jsonl, .parquet or a save_to_disk folder")
+        raise DataError(
+            f"{option} {source}: unsupported file type {path.suffix!r}; "
+            "use .jsonl, .parquet or a save_to_disk folder"
+        )
     if _HUB_ID.match(source):
         return _load_hub(source, option, revision, split)
-    raise DataError(f"{option} {source}: no such file or folder; give a JSONL or parquet "
-                    "file or a save_to_disk folder")
+    raise DataError(
+        f"{option} {source}: no such file or folder; give a JSONL or parquet file or a save_to_disk folder"
+    )
 
 
 def _load_json(path: Path, option: str) -> list[dict[str, Any]]:
@@ -102,8 +107,9 @@ def _load_hub(source: str, option: str, revision: str | None, split: str) -> lis
         loaded = datasets.load_dataset(source, split=split, revision=revision)
     except Exception as exc:  # noqa: BLE001 - offline, gated, missing: all one line
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"cannot load hub dataset {source} ({reason}); for offline runs pass "
-                        f"{option} FILE") from None
+        raise DataError(
+            f"cannot load hub dataset {source} ({reason}); for offline runs pass {option} FILE"
+        ) from None
     return loaded.to_list()
 
 
@@ -112,8 +118,10 @@ def require_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str], wher
         raise DataError(f"{where}: no rows; the data is empty")
     missing = [c for c in columns if c not in rows[0]]
     if missing:
-        raise DataError(f"{where}: missing column(s) {', '.join(missing)} (has "
-                        f"{', '.join(sorted(rows[0]))}); the data needs {', '.join(columns)}")
+        raise DataError(
+            f"{where}: missing column(s) {', '.join(missing)} (has "
+            f"{', '.join(sorted(rows[0]))}); the data needs {', '.join(columns)}"
+        )
 
 
 def require_unique(ids: Sequence[Any], where: str) -> None:

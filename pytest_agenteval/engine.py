@@ -34,9 +34,7 @@ class Engine:
     def __init__(self, max_active: int) -> None:
         self.max_active = max(1, max_active)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="agenteval-engine", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agenteval-engine", daemon=True)
         self._thread.start()
         self._lock = threading.Lock()
         self._jobs: dict[Hashable, _Job] = {}
@@ -46,9 +44,7 @@ class Engine:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- called from the main thread -------------------------------------------------
-    def submit(
-        self, key: Hashable, factory: Callable[[], Awaitable[T]], priority: Priority
-    ) -> cf.Future[T]:
+    def submit(self, key: Hashable, factory: Callable[[], Awaitable[T]], priority: Priority) -> cf.Future[T]:
         """Schedule `factory()` once per key; a second submit may only raise its priority."""
         with self._lock:
             job = self._jobs.get(key)

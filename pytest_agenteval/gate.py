@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
-    "==": operator.eq, "!=": operator.ne,
-}  # fmt: skip
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 _GATE = re.compile(
     r"^\s*(?P<suite>[A-Za-z_][\w-]*)\.(?P<metric>[\w-]+(?:\.[\w>-]+)*)\s*"
     r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?P<pct>%?)\s*$"

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 BFCL_CATEGORIES = (
-    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
-    "parallel_multiple", "irrelevance", "live_simple", "live_multiple", "live_parallel",
-    "live_parallel_multiple", "live_irrelevance", "live_relevance",
-)  # fmt: skip
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
 
 MARKERS: dict[str, str] = {
     "aime25": "AIME 2025 problems",

@@ -60,8 +60,7 @@ def pass_at_k_curve(records: Sequence[ProblemRecord]) -> dict[str, float]:
         return {}
     smallest = min(len(r.generations) for r in records)
     return {
-        str(k): sum(unbiased_pass_at_k(len(r.generations), r.num_correct, k) for r in records)
-        / len(records)
+        str(k): sum(unbiased_pass_at_k(len(r.generations), r.num_correct, k) for r in records) / len(records)
         for k in range(1, smallest + 1)
     }
 

@@ -30,30 +30,70 @@ def _bool(text: str) -> bool:
 
 OPTIONS: tuple[Option, ...] = (
     # model
-    Option("model_path", "--model-path", None,
-           "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, or omitted for the "
-           "embedded SmolLM2-135M-Instruct"),
-    Option("endpoints", "--endpoint", [], "OpenAI-compatible base URL, e.g. "
-           "http://localhost:8000/v1 (repeatable: requests are balanced across them)",
-           multiple=True),
-    Option("model_name", "--model-name", None, "model name sent to --endpoint servers "
-           "(default: the first one the server lists)"),
-    Option("api_key_env", "--api-key-env", "OPENAI_API_KEY",
-           "environment variable holding the endpoint's API key (never recorded)"),
-    Option("concurrency", "--concurrency", 32, "requests in flight per endpoint for the "
-           "whole run, shared by all xdist workers", int),
-    Option("samples_per_request", "--samples-per-request", 1, "ask endpoints for this many "
-           "samples per request (`n`); 1 keeps every sample's own seed", int),
+    Option(
+        "model_path",
+        "--model-path",
+        None,
+        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, or omitted for the "
+        "embedded SmolLM2-135M-Instruct",
+    ),
+    Option(
+        "endpoints",
+        "--endpoint",
+        [],
+        "OpenAI-compatible base URL, e.g. "
+        "http://localhost:8000/v1 (repeatable: requests are balanced across them)",
+        multiple=True,
+    ),
+    Option(
+        "model_name",
+        "--model-name",
+        None,
+        "model name sent to --endpoint servers (default: the first one the server lists)",
+    ),
+    Option(
+        "api_key_env",
+        "--api-key-env",
+        "OPENAI_API_KEY",
+        "environment variable holding the endpoint's API key (never recorded)",
+    ),
+    Option(
+        "concurrency",
+        "--concurrency",
+        32,
+        "requests in flight per endpoint for the whole run, shared by all xdist workers",
+        int,
+    ),
+    Option(
+        "samples_per_request",
+        "--samples-per-request",
+        1,
+        "ask endpoints for this many samples per request (`n`); 1 keeps every sample's own seed",
+        int,
+    ),
     Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
-    Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included",
-           int),
-    Option("retry_max_seconds", "--retry-max-seconds", 600.0,
-           "stop retrying a sample after this many seconds", float),
-    Option("thinking", "--thinking", "off", "chat-template thinking: off sends "
-           "chat_template_kwargs.enable_thinking=false, omit sends nothing",
-           choices=("off", "on", "omit")),
-    Option("llama_threads", "--llama-threads", 1, "threads per process for in-process GGUF "
-           "models (1 holds up best when xdist workers share the cores)", int),
+    Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int),
+    Option(
+        "retry_max_seconds",
+        "--retry-max-seconds",
+        600.0,
+        "stop retrying a sample after this many seconds",
+        float,
+    ),
+    Option(
+        "thinking",
+        "--thinking",
+        "off",
+        "chat-template thinking: off sends chat_template_kwargs.enable_thinking=false, omit sends nothing",
+        choices=("off", "on", "omit"),
+    ),
+    Option(
+        "llama_threads",
+        "--llama-threads",
+        1,
+        "threads per process for in-process GGUF models (1 holds up best when xdist workers share the cores)",
+        int,
+    ),
     Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
     # sampling
     Option("val_n", "--val-n", 12, "generations per problem (N)", int),
@@ -65,67 +105,142 @@ OPTIONS: tuple[Option, ...] = (
     Option("limit", "--limit", 0, "run only the first K problems in dataset order (0: all)", int),
     # AIME
     Option("mode", "--mode", "text-only", "AIME inference mode", choices=("text-only", "retool")),
-    Option("scorer", "--scorer", "auto", "AIME scorer: boxed-integer (text-only rule), "
-           "math-verify-tail (ReTool reward rule), auto (the mode's own)",
-           choices=("auto", "boxed-integer", "math-verify-tail")),
-    Option("dataset_path", "--dataset-path", None, "AIME data: a JSONL or parquet file or a "
-           "save_to_disk folder (default: the hub id)"),
+    Option(
+        "scorer",
+        "--scorer",
+        "auto",
+        "AIME scorer: boxed-integer (text-only rule), "
+        "math-verify-tail (ReTool reward rule), auto (the mode's own)",
+        choices=("auto", "boxed-integer", "math-verify-tail"),
+    ),
+    Option(
+        "dataset_path",
+        "--dataset-path",
+        None,
+        "AIME data: a JSONL or parquet file or a save_to_disk folder (default: the hub id)",
+    ),
     Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
     Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
     # retool budgets
     Option("max_code_calls", "--max-code-calls", 4, "retool: code calls per trajectory", int),
     Option("max_assistant_turns", "--max-assistant-turns", 6, "retool: assistant turns", int),
-    Option("max_trajectory_tokens", "--max-trajectory-tokens", 8192,
-           "retool: prompt + all turns, in tokens", int),
-    Option("max_assistant_tokens", "--max-assistant-tokens", 1024,
-           "retool: new tokens per assistant turn", int),
-    Option("max_tool_response_tokens", "--max-tool-response-tokens", 512,
-           "retool: tokens of tool output shown to the model (the tail is kept)", int),
-    Option("tool_protocol", "--tool-protocol", "auto", "retool tool calls: native "
-           "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
-           choices=("auto", "native", "text")),
+    Option(
+        "max_trajectory_tokens", "--max-trajectory-tokens", 8192, "retool: prompt + all turns, in tokens", int
+    ),
+    Option(
+        "max_assistant_tokens", "--max-assistant-tokens", 1024, "retool: new tokens per assistant turn", int
+    ),
+    Option(
+        "max_tool_response_tokens",
+        "--max-tool-response-tokens",
+        512,
+        "retool: tokens of tool output shown to the model (the tail is kept)",
+        int,
+    ),
+    Option(
+        "tool_protocol",
+        "--tool-protocol",
+        "auto",
+        "retool tool calls: native "
+        "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
+        choices=("auto", "native", "text"),
+    ),
     # sandbox
     Option("sandbox_timeout", "--sandbox-timeout", 30.0, "seconds per code call", float),
     Option("sandbox_workers", "--sandbox-workers", 8, "code calls running at once", int),
-    Option("sandbox_level", "--sandbox-level", "auto", "containment: auto (strongest "
-           "available), basic, landlock, bwrap", choices=("auto", "basic", "landlock", "bwrap")),
+    Option(
+        "sandbox_level",
+        "--sandbox-level",
+        "auto",
+        "containment: auto (strongest available), basic, landlock, bwrap",
+        choices=("auto", "basic", "landlock", "bwrap"),
+    ),
     # results and gate
-    Option("out", "--agenteval-out", None, "results JSONL (default: "
-           "agenteval-results/<suite>-<model>-<time>.jsonl)"),
-    Option("gates", "--agenteval-gate", [], 'threshold gate, e.g. "aime25.average_at_n >= '
-           '0.30" (repeatable; with a gate the exit status is the gate\'s)', multiple=True),
-    Option("compare", "--agenteval-compare", None, "baseline results JSONL: fail on a "
-           "significant drop (paired bootstrap over shared problems)"),
-    Option("compare_tolerance", "--agenteval-compare-tolerance", 0.0,
-           "drop in a headline metric tolerated before the baseline comparison fails", float),
+    Option(
+        "out",
+        "--agenteval-out",
+        None,
+        "results JSONL (default: agenteval-results/<suite>-<model>-<time>.jsonl)",
+    ),
+    Option(
+        "gates",
+        "--agenteval-gate",
+        [],
+        'threshold gate, e.g. "aime25.average_at_n >= '
+        "0.30\" (repeatable; with a gate the exit status is the gate's)",
+        multiple=True,
+    ),
+    Option(
+        "compare",
+        "--agenteval-compare",
+        None,
+        "baseline results JSONL: fail on a significant drop (paired bootstrap over shared problems)",
+    ),
+    Option(
+        "compare_tolerance",
+        "--agenteval-compare-tolerance",
+        0.0,
+        "drop in a headline metric tolerated before the baseline comparison fails",
+        float,
+    ),
     # cache
-    Option("cache_dir", "--agenteval-cache-dir", None, "generation cache directory (default: "
-           "<pytest cache dir>/agenteval); may be shared storage"),
-    Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache",
-           _bool),
+    Option(
+        "cache_dir",
+        "--agenteval-cache-dir",
+        None,
+        "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
+    ),
+    Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", _bool),
     # BFCL
-    Option("bfcl_data_dir", "--bfcl-data-dir", None, "BFCL data folder (default: the "
-           "installed bfcl-eval package)"),
-    Option("bfcl_style", "--bfcl-style", "prompting", "BFCL inference style",
-           choices=("prompting", "native")),
-    Option("bfcl_weights", "--bfcl-weights", None, "category weights for weighted accuracy, "
-           "e.g. simple_python=2,multiple=1"),
-    Option("bfcl_export_dir", "--bfcl-export-dir", None, "also write the official "
-           "BFCL_v4_<category>_result.json files under this folder"),
-    Option("bfcl_progressive", "--bfcl-progressive", None, "run 5, then 50, then all items "
-           "per category while accuracy stays >= this threshold", float),
+    Option(
+        "bfcl_data_dir",
+        "--bfcl-data-dir",
+        None,
+        "BFCL data folder (default: the installed bfcl-eval package)",
+    ),
+    Option(
+        "bfcl_style", "--bfcl-style", "prompting", "BFCL inference style", choices=("prompting", "native")
+    ),
+    Option(
+        "bfcl_weights",
+        "--bfcl-weights",
+        None,
+        "category weights for weighted accuracy, e.g. simple_python=2,multiple=1",
+    ),
+    Option(
+        "bfcl_export_dir",
+        "--bfcl-export-dir",
+        None,
+        "also write the official BFCL_v4_<category>_result.json files under this folder",
+    ),
+    Option(
+        "bfcl_progressive",
+        "--bfcl-progressive",
+        None,
+        "run 5, then 50, then all items per category while accuracy stays >= this threshold",
+        float,
+    ),
     # GAIA
-    Option("gaia_path", "--gaia-path", None, "local GAIA folder (default: the gated hub "
-           "dataset, with HF_TOKEN)"),
-    Option("gaia_split", "--gaia-split", "validation", "GAIA split",
-           choices=("validation", "test")),
-    Option("gaia_unordered_lists", "--gaia-unordered-lists", False,
-           "compare list answers ignoring order (the seed's variant; official is in order)",
-           _bool),
+    Option(
+        "gaia_path", "--gaia-path", None, "local GAIA folder (default: the gated hub dataset, with HF_TOKEN)"
+    ),
+    Option("gaia_split", "--gaia-split", "validation", "GAIA split", choices=("validation", "test")),
+    Option(
+        "gaia_unordered_lists",
+        "--gaia-unordered-lists",
+        False,
+        "compare list answers ignoring order (the seed's variant; official is in order)",
+        _bool,
+    ),
     Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns", int),
-    Option("gaia_submission", "--gaia-submission", None, "test split: leaderboard submission "
-           "JSONL path (default: agenteval-results/gaia-test-submission.jsonl)"),
-)  # fmt: skip
+    Option(
+        "gaia_submission",
+        "--gaia-submission",
+        None,
+        "test split: leaderboard submission "
+        "JSONL path (default: agenteval-results/gaia-test-submission.jsonl)",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -218,9 +333,7 @@ def _convert(option: Option, raw: Any) -> Any:
     try:
         value = option.type(raw) if isinstance(raw, str) else raw
     except ValueError:
-        raise pytest.UsageError(
-            f"{option.flag}: {raw!r} is not a valid {option.type.__name__}"
-        ) from None
+        raise pytest.UsageError(f"{option.flag}: {raw!r} is not a valid {option.type.__name__}") from None
     if option.choices and value not in option.choices:
         raise pytest.UsageError(f"{option.flag}: {value!r} is not one of {option.choices}")
     return value
@@ -257,10 +370,22 @@ def build_settings(config: pytest.Config) -> Settings:
 
 def validate(settings: Settings) -> None:
     """Range and consistency checks: one line naming the option and the fix."""
-    positive = ("val_n", "concurrency", "max_tokens", "max_attempts", "samples_per_request",
-                "max_code_calls", "max_assistant_turns", "max_trajectory_tokens",
-                "max_assistant_tokens", "max_tool_response_tokens", "sandbox_workers",
-                "llama_threads", "n_ctx", "gaia_max_steps")  # fmt: skip
+    positive = (
+        "val_n",
+        "concurrency",
+        "max_tokens",
+        "max_attempts",
+        "samples_per_request",
+        "max_code_calls",
+        "max_assistant_turns",
+        "max_trajectory_tokens",
+        "max_assistant_tokens",
+        "max_tool_response_tokens",
+        "sandbox_workers",
+        "llama_threads",
+        "n_ctx",
+        "gaia_max_steps",
+    )
     for name in positive:
         if getattr(settings, name) < 1:
             flag = next(o.flag for o in OPTIONS if o.dest == name)

@@ -61,8 +61,10 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
                     raise ValueError(f"{choice.endpoints[0]} lists no models; pass --model-name")
                 name = served[0]
             elif served and name not in served:
-                raise ValueError(f"--model-name {name!r} is not served by {choice.endpoints[0]} "
-                                 f"(it serves: {', '.join(served)}); fix --model-name")
+                raise ValueError(
+                    f"--model-name {name!r} is not served by {choice.endpoints[0]} "
+                    f"(it serves: {', '.join(served)}); fix --model-name"
+                )
             choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
         elif choice.kind == "replay":
             assert choice.path is not None
@@ -70,8 +72,9 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
-        raise pytest.UsageError(f"llama-cpp-python is not importable ({exc}); install it: "
-                                "pip install llama-cpp-python") from None
+        raise pytest.UsageError(
+            f"llama-cpp-python is not importable ({exc}); install it: pip install llama-cpp-python"
+        ) from None
     except (ValueError, ReplayError) as exc:
         raise pytest.UsageError(str(exc)) from None
     return choice
@@ -96,8 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = options.build_settings(config)
     gates = _check_gates(settings)
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
-        raise pytest.UsageError("--bfcl-progressive decides each stage from the previous one in "
-                                "order: run it without -n")
+        raise pytest.UsageError(
+            "--bfcl-progressive decides each stage from the previous one in order: run it without -n"
+        )
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         choice = _lazy_choice(settings, name)
@@ -132,8 +136,9 @@ def _check_output(settings: options.Settings, choice: ModelChoice) -> None:
     try:
         check_writable(Path(target))
     except OSError as exc:
-        raise pytest.UsageError(f"--agenteval-out {target}: not writable ({exc.strerror or exc}); "
-                                "choose a writable path") from None
+        raise pytest.UsageError(
+            f"--agenteval-out {target}: not writable ({exc.strerror or exc}); choose a writable path"
+        ) from None
 
 
 def in_use(config: pytest.Config, settings: options.Settings) -> bool:
@@ -155,8 +160,10 @@ def _walk(folder: Path, pattern: str) -> Iterator[Path]:
     if not folder.is_dir():
         return
     for path in folder.rglob(pattern):
-        if not any(part.startswith(".") or part in ("node_modules", "venv", "site-packages")
-                   for part in path.relative_to(folder).parts):  # fmt: skip
+        if not any(
+            part.startswith(".") or part in ("node_modules", "venv", "site-packages")
+            for part in path.relative_to(folder).parts
+        ):
             yield path
 
 
@@ -214,8 +221,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.Collector.CollectError(f"agenteval: {exc}") from None
     metafunc.parametrize(
         "problem",
-        [pytest.param(p, id=p.node_id, marks=[getattr(pytest.mark, m) for m in p.markers])
-         for p in problems],  # fmt: skip
+        [pytest.param(p, id=p.node_id, marks=[getattr(pytest.mark, m) for m in p.markers]) for p in problems],
     )
 
 

@@ -162,9 +162,22 @@ class ProblemRecord:
 
 
 _PROBLEM_KEYS = {
-    "type", "suite", "problem_id", "index", "nodeid", "markers", "problem", "ground_truth",
-    "prompt_hash", "val_n", "num_correct", "pass_at_n", "complete", "error", "generations",
-}  # fmt: skip
+    "type",
+    "suite",
+    "problem_id",
+    "index",
+    "nodeid",
+    "markers",
+    "problem",
+    "ground_truth",
+    "prompt_hash",
+    "val_n",
+    "num_correct",
+    "pass_at_n",
+    "complete",
+    "error",
+    "generations",
+}
 
 
 def problem_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...] = ()) -> ProblemRecord:

@@ -13,10 +13,25 @@ BUILTIN_SUITES = {
 }
 
 # Top-level summary keys of the built-in suites, so a gate typo fails at start-up.
-MATH_METRICS = ("problems", "generations", "average_at_n", "pass_at_n", "format_rate",
-                "mean_code_calls", "mean_turns", "correct_generations", "passed_problems",
-                "maj_at_n", "pass_at_k", "ci95", "complete", "errors", "tokens", "requests",
-                "sandbox")  # fmt: skip
+MATH_METRICS = (
+    "problems",
+    "generations",
+    "average_at_n",
+    "pass_at_n",
+    "format_rate",
+    "mean_code_calls",
+    "mean_turns",
+    "correct_generations",
+    "passed_problems",
+    "maj_at_n",
+    "pass_at_k",
+    "ci95",
+    "complete",
+    "errors",
+    "tokens",
+    "requests",
+    "sandbox",
+)
 KNOWN_METRICS: dict[str, tuple[str, ...]] = {"aime25": MATH_METRICS}
 
 _instances: dict[str, Suite] = {}

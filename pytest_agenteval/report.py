@@ -26,10 +26,13 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
     errors = summary.get("errors") or {}
     rows: list[tuple[str, str]] = [
         ("model", f"{model.get('name')} ({model.get('backend')})"),
-        ("problems", f"{summary.get('problems')} scored, {errors.get('items', 0)} errored, "
-                     f"{len(summary.get('missing') or ())} missing ({complete})"),
+        (
+            "problems",
+            f"{summary.get('problems')} scored, {errors.get('items', 0)} errored, "
+            f"{len(summary.get('missing') or ())} missing ({complete})",
+        ),
         ("generations", f"{summary.get('generations')} (N={summary.get('val_n')})"),
-    ]  # fmt: skip
+    ]
     if "average_at_n" in summary:
         rows += [
             ("average@N", _with_ci(summary, "average_at_n")),
@@ -43,10 +46,14 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
     rows += list(extra_rows)
     tokens = summary.get("tokens") or {}
     requests = summary.get("requests") or {}
-    rows.append(("tokens", f"prompt {tokens.get('prompt', 0)}, completion "
-                           f"{tokens.get('completion', 0)}"))
-    rows.append(("requests", f"{requests.get('attempts', 0)} sent, {requests.get('retries', 0)} "
-                             f"retries, {requests.get('cached_generations', 0)} cached"))
+    rows.append(("tokens", f"prompt {tokens.get('prompt', 0)}, completion {tokens.get('completion', 0)}"))
+    rows.append(
+        (
+            "requests",
+            f"{requests.get('attempts', 0)} sent, {requests.get('retries', 0)} "
+            f"retries, {requests.get('cached_generations', 0)} cached",
+        )
+    )
     rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s"))
     width = max(len(label) for label, _ in rows)
     lines = [f"{summary.get('suite')}"]
@@ -55,7 +62,4 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
 
 
 def gate_lines(results: Sequence[GateResult]) -> list[str]:
-    return [
-        f"gate {'PASS' if r.passed else 'FAIL'}  {r.gate.expression}  ({r.reason})"
-        for r in results
-    ]
+    return [f"gate {'PASS' if r.passed else 'FAIL'}  {r.gate.expression}  ({r.reason})" for r in results]

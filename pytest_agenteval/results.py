@@ -16,8 +16,17 @@ from typing import IO, Any
 from .records import ProblemRecord
 
 RESULTS_DIR = "agenteval-results"
-_PACKAGES = ("pytest-agenteval", "pytest", "pytest-xdist", "pytest-asyncio", "datasets",
-             "math-verify", "llama-cpp-python", "aiohttp", "numpy")  # fmt: skip
+_PACKAGES = (
+    "pytest-agenteval",
+    "pytest",
+    "pytest-xdist",
+    "pytest-asyncio",
+    "datasets",
+    "math-verify",
+    "llama-cpp-python",
+    "aiohttp",
+    "numpy",
+)
 
 
 def _slug(text: str) -> str:

@@ -75,7 +75,7 @@ class Suite:
         }
 
     def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
-        """"run", "wait" (cannot decide yet: do not prefetch) or a skip reason. `history`
+        """ "run", "wait" (cannot decide yet: do not prefetch) or a skip reason. `history`
         holds this process's item verdicts so far, by category (see `category_of`)."""
         return "run"
 

@@ -226,17 +226,28 @@ def _record_turn(state: _Trajectory, completion: Completion, action: Action, nat
     message: dict[str, Any] = {"role": "assistant", "content": completion.text}
     if native and completion.tool_calls:
         message["tool_calls"] = [
-            {"id": call.id or f"call_{state.turns}", "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}}
+            {
+                "id": call.id or f"call_{state.turns}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
             for call in completion.tool_calls
-        ]  # fmt: skip
+        ]
     state.messages.append(message)
-    state.transcript.append({
-        "role": "assistant", "turn": state.turns, "content": completion.text,
-        "action": action.kind, "code": action.code or None, "invalid_reason": action.reason or None,
-        "finish_reason": completion.finish_reason, "completion_tokens": completion.completion_tokens,
-        "latency_s": round(completion.latency_s, 4), "cached": completion.cached,
-    })  # fmt: skip
+    state.transcript.append(
+        {
+            "role": "assistant",
+            "turn": state.turns,
+            "content": completion.text,
+            "action": action.kind,
+            "code": action.code or None,
+            "invalid_reason": action.reason or None,
+            "finish_reason": completion.finish_reason,
+            "completion_tokens": completion.completion_tokens,
+            "latency_s": round(completion.latency_s, 4),
+            "cached": completion.cached,
+        }
+    )
 
 
 async def _call_tool(
@@ -259,12 +270,19 @@ async def _call_tool(
         state.messages.append(message)
         state.tokens_used += cost
         state.code_calls += 1
-    state.transcript.append({
-        "role": "tool", "call": state.code_calls, "status": result.status,
-        "output": observation, "truncated": truncated or result.truncated, "shown": shown,
-        "latency_s": round(result.latency_s, 4), "cached": getattr(result, "cached", False),
-        "containment": ctx.resources.containment_level(),
-    })  # fmt: skip
+    state.transcript.append(
+        {
+            "role": "tool",
+            "call": state.code_calls,
+            "status": result.status,
+            "output": observation,
+            "truncated": truncated or result.truncated,
+            "shown": shown,
+            "latency_s": round(result.latency_s, 4),
+            "cached": getattr(result, "cached", False),
+            "containment": ctx.resources.containment_level(),
+        }
+    )
     return shown
 
 

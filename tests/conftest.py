@@ -58,12 +58,17 @@ def aime_suite(pytester: pytest.Pytester) -> pytest.Pytester:
 def run_suite(aime_suite: pytest.Pytester, tiny_aime: Path) -> Callable[..., tuple[pytest.RunResult, Path]]:
     """Run the tiny AIME suite in a subprocess; returns the result and the results path."""
 
-    def run(*args: str, data: Path | None = None, out: str = "results.jsonl") -> tuple[pytest.RunResult, Path]:
+    def run(
+        *args: str, data: Path | None = None, out: str = "results.jsonl"
+    ) -> tuple[pytest.RunResult, Path]:
         path = aime_suite.path / out
         result = aime_suite.runpytest_subprocess(
-            "-p", "no:cacheprovider", f"--dataset-path={data or tiny_aime}",
-            f"--agenteval-out={path}", *args,
-        )  # fmt: skip
+            "-p",
+            "no:cacheprovider",
+            f"--dataset-path={data or tiny_aime}",
+            f"--agenteval-out={path}",
+            *args,
+        )
         return result, path
 
     return run
@@ -92,11 +97,26 @@ def llama_server() -> Any:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_model_path()),
-         "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_ctx", "2048",
-         "--model_alias", "smollm2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(embedded_model_path()),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "1",
+            "--n_ctx",
+            "2048",
+            "--model_alias",
+            "smollm2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 60
     while True:

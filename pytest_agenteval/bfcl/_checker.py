@@ -156,9 +156,7 @@ def find_function(functions: Sequence[Mapping[str, Any]], name: str) -> Mapping[
     raise BfclDataError(f"function {name!r} of the ground truth has no function doc")
 
 
-def check_call(
-    doc: Mapping[str, Any], call: Call, expected: Mapping[str, Any], language: str
-) -> Verdict:
+def check_call(doc: Mapping[str, Any], call: Call, expected: Mapping[str, Any], language: str) -> Verdict:
     """``simple_function_checker``: one decoded call against one expected call."""
     options_by_param: Mapping[str, Any] = next(iter(expected.values()))
     name = doc["name"]

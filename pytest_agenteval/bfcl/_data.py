@@ -158,8 +158,7 @@ def _load_category(root: Path, category: str) -> list[BfclEntry]:
             )
         except KeyError as exc:
             raise BfclDataError(
-                f"{category} line {index + 1} lacks field {exc}: "
-                "re-install bfcl-eval or fix --bfcl-data-dir"
+                f"{category} line {index + 1} lacks field {exc}: re-install bfcl-eval or fix --bfcl-data-dir"
             ) from None
     return entries
 
@@ -177,8 +176,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
                 records.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise BfclDataError(
-                    f"{path} line {number} is not JSON ({exc.msg}): "
-                    "re-install bfcl-eval or fix the file"
+                    f"{path} line {number} is not JSON ({exc.msg}): re-install bfcl-eval or fix the file"
                 ) from None
     return records
 

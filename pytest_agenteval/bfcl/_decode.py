@@ -43,8 +43,7 @@ def is_call_list(decoded: object) -> bool:
     if type(decoded) is not list:
         return False
     return all(
-        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict
-        for item in decoded
+        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded
     )
 
 
@@ -207,9 +206,7 @@ def _refuse_huge(op: ast.operator, left: Any, right: Any) -> None:
         raise DecodeError("expression result too large")
 
 
-def decode_native(
-    tool_calls: Sequence[Any] | None, name_map: Mapping[str, str] | None = None
-) -> list[Call]:
+def decode_native(tool_calls: Sequence[Any] | None, name_map: Mapping[str, str] | None = None) -> list[Call]:
     """Decode OpenAI ``tool_calls`` as the official FC handlers do: ``json.loads`` the arguments.
 
     ``tool_calls`` items may be dicts (``{"function": {"name", "arguments"}}``) or

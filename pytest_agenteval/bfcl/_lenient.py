@@ -139,9 +139,7 @@ def _embedded_json(text: str, language: str) -> list[Call] | None:
     return None
 
 
-def _embedded_calls(
-    text: str, language: str, function_names: Collection[str] | None
-) -> list[Call] | None:
+def _embedded_calls(text: str, language: str, function_names: Collection[str] | None) -> list[Call] | None:
     """Call expressions inside prose, left to right, outermost only."""
     calls: list[Call] = []
     end_of_last = 0

@@ -18,9 +18,7 @@ def progressive_stages(n_items: int, stages: Sequence[int] = (5, 50)) -> list[in
     return [*sizes, n_items] if n_items else []
 
 
-def next_stage(
-    results_so_far: Sequence[bool], stage_sizes: Sequence[int], threshold: float
-) -> int | None:
+def next_stage(results_so_far: Sequence[bool], stage_sizes: Sequence[int], threshold: float) -> int | None:
     """How many items the run should have in total next, or ``None`` to stop.
 
     ``results_so_far`` are the verdicts of the items run so far, in order. An

@@ -24,9 +24,7 @@ _TASK = (
     "functions can be used, point it out. If the given question lacks the parameters required "
     "by the function, also point it out."
 )
-_OUTPUT_FORMAT = (
-    "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
-)
+_OUTPUT_FORMAT = "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
 _TOOL_CALL_FORMAT = (
     "You should only return the function calls in your response.\n\nIf you decide to invoke any "
     f"of the function(s), you MUST put it in the format of {_OUTPUT_FORMAT}.  You SHOULD NOT "
@@ -138,9 +136,7 @@ def native_messages(entry: BfclEntry) -> list[dict[str, Any]]:
     return copy.deepcopy(entry.question[0])
 
 
-def native_tools(
-    functions: Sequence[Mapping[str, Any]], language: str = "python"
-) -> list[dict[str, Any]]:
+def native_tools(functions: Sequence[Mapping[str, Any]], language: str = "python") -> list[dict[str, Any]]:
     """OpenAI ``tools``, as the official ``convert_to_tool`` builds them for OpenAI models.
 
     Dots in names become underscores (OpenAI rejects them); map the names

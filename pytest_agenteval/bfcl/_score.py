@@ -70,9 +70,7 @@ def score_tool_calls(
     lenient, lenient_error = strict, strict_error
     if tool_calls is None and content:
         raw_names = list(names.values())
-        lenient, lenient_error = _attempt(
-            lambda: decode_lenient(content, entry.language, raw_names)
-        )
+        lenient, lenient_error = _attempt(lambda: decode_lenient(content, entry.language, raw_names))
     return _score(entry, strict, strict_error, lenient, lenient_error)
 
 

@@ -163,9 +163,7 @@ def convert_js(value: str, declared: str, item_type: str | None = None) -> Any:
 
 
 def _quoted(text: str) -> bool:
-    return (text.startswith('"') and text.endswith('"')) or (
-        text.startswith("'") and text.endswith("'")
-    )
+    return (text.startswith('"') and text.endswith('"')) or (text.startswith("'") and text.endswith("'"))
 
 
 _JS_ARRAY_2D = r"\[\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\]|\bnew\s+Array\(\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\)"

@@ -19,8 +19,17 @@ from ._score import BfclScore, score_text, score_tool_calls
 
 LEADERBOARD_TEMPERATURE = 0.001  # bfcl-eval's default when the user sets none
 DEFAULT_MAX_TOKENS = 1024
-SCORE_FIELDS = ("valid", "lenient_valid", "error_type", "decode_error", "predicted_call",
-                "expected_call", "params_total", "params_correct", "decoded")  # fmt: skip
+SCORE_FIELDS = (
+    "valid",
+    "lenient_valid",
+    "error_type",
+    "decode_error",
+    "predicted_call",
+    "expected_call",
+    "params_total",
+    "params_correct",
+    "decoded",
+)
 
 
 def parse_weights(text: str | None) -> dict[str, float] | None:
@@ -49,8 +58,15 @@ class Bfcl(Suite):
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [
-            Problem(self.name, entry.id, index, _question_text(entry), entry.ground_truth,
-                    ("bfcl", *category_markers(entry.category)), entry)  # fmt: skip
+            Problem(
+                self.name,
+                entry.id,
+                index,
+                _question_text(entry),
+                entry.ground_truth,
+                ("bfcl", *category_markers(entry.category)),
+                entry,
+            )
             for index, entry in enumerate(entries)
         ]
         self._ranks, self._category_sizes = _ranks(entries)
@@ -126,13 +142,19 @@ class Bfcl(Suite):
         verdicts = seen[:boundary]
         if next_stage(verdicts, sizes, threshold) is None:
             accuracy = sum(verdicts) / boundary
-            return (f"progressive: {category} stopped after {boundary} items "
-                    f"(accuracy {accuracy:.2f} < {threshold:g})")
+            return (
+                f"progressive: {category} stopped after {boundary} items "
+                f"(accuracy {accuracy:.2f} < {threshold:g})"
+            )
         return "run"
 
     def describe(self, settings: Settings) -> dict[str, Any]:
-        return {"dataset": "bfcl-eval", "bfcl_data_dir": settings.bfcl_data_dir,
-                "mode": settings.bfcl_style, "scorer": "bfcl-ast (official semantics)"}  # fmt: skip
+        return {
+            "dataset": "bfcl-eval",
+            "bfcl_data_dir": settings.bfcl_data_dir,
+            "mode": settings.bfcl_style,
+            "scorer": "bfcl-ast (official semantics)",
+        }
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         results = [_item_result(r, g.to_dict()) for r in records for g in r.generations]
@@ -142,17 +164,26 @@ class Bfcl(Suite):
     def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         if not settings.bfcl_export_dir:
             return {}
-        items = [(str(r.problem_id), r.extra["category"], _official_result(g.to_dict(), settings))
-                 for r in records for g in r.generations[:1]]  # fmt: skip
+        items = [
+            (str(r.problem_id), r.extra["category"], _official_result(g.to_dict(), settings))
+            for r in records
+            for g in r.generations[:1]
+        ]
         model = settings.model_name or "agenteval-model"
         paths = export_official_results(items, Path(settings.bfcl_export_dir), model)
         return {"exported": [str(p) for p in paths]}
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-        rows = [("accuracy", f"{summary.get('accuracy', 0):.3f} (lenient "
-                             f"{summary.get('lenient_accuracy', 0):.3f})")]  # fmt: skip
+        rows = [
+            (
+                "accuracy",
+                f"{summary.get('accuracy', 0):.3f} (lenient {summary.get('lenient_accuracy', 0):.3f})",
+            )
+        ]
         for category, values in (summary.get("per_category") or {}).items():
-            rows.append((f"  {category}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})"))
+            rows.append(
+                (f"  {category}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})")
+            )
         groups = summary.get("groups") or {}
         rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
         return rows
@@ -174,23 +205,31 @@ def _to_score(entry: BfclEntry, scored: BfclScore) -> Score:
         formatted=scored.decoded is not None,
         answer=json.dumps(scored.decoded, sort_keys=True) if scored.decoded is not None else None,
         fields={
-            "valid": result.valid, "lenient_valid": result.lenient_valid,
-            "error_type": result.error_type, "decode_error": scored.decode_error,
-            "predicted_call": result.predicted_call, "expected_call": result.expected_call,
-            "params_total": result.params_total, "params_correct": result.params_correct,
+            "valid": result.valid,
+            "lenient_valid": result.lenient_valid,
+            "error_type": result.error_type,
+            "decode_error": scored.decode_error,
+            "predicted_call": result.predicted_call,
+            "expected_call": result.expected_call,
+            "params_total": result.params_total,
+            "params_correct": result.params_correct,
             "decoded": scored.decoded,
         },
-    )  # fmt: skip
+    )
 
 
 def _item_result(record: ProblemRecord, generation: Mapping[str, Any]) -> BfclItemResult:
     return BfclItemResult(
-        id=str(record.problem_id), category=record.extra["category"],
-        valid=bool(generation["valid"]), lenient_valid=bool(generation["lenient_valid"]),
-        error_type=generation.get("error_type"), expected_call=bool(generation["expected_call"]),
+        id=str(record.problem_id),
+        category=record.extra["category"],
+        valid=bool(generation["valid"]),
+        lenient_valid=bool(generation["lenient_valid"]),
+        error_type=generation.get("error_type"),
+        expected_call=bool(generation["expected_call"]),
         predicted_call=bool(generation["predicted_call"]),
-        params_total=int(generation["params_total"]), params_correct=int(generation["params_correct"]),
-    )  # fmt: skip
+        params_total=int(generation["params_total"]),
+        params_correct=int(generation["params_correct"]),
+    )
 
 
 def _official_result(generation: Mapping[str, Any], settings: Settings) -> Any:
@@ -213,6 +252,7 @@ def _ranks(entries: Sequence[BfclEntry]) -> tuple[dict[str, int], dict[str, int]
 
 def _stage_order(problems: list[Problem], ranks: Mapping[str, int]) -> list[Problem]:
     """Progressive mode runs every category's first 5, then 50, then the rest."""
+
     def key(problem: Problem) -> tuple[int, int, int]:
         rank = ranks[problem.node_id]
         stage = next(i for i, end in enumerate(progressive_stages(10**9)) if rank < end)

@@ -97,5 +97,7 @@ def _as_result(raw: Any) -> AgentResult:
         return AgentResult(answer=raw)
     if isinstance(raw, Mapping) and "answer" in raw:
         return AgentResult(**{k: raw[k] for k in AgentResult.__dataclass_fields__ if k in raw})
-    raise TypeError(f"the agent returned {type(raw).__name__}; return an AgentResult, a dict "
-                    "with an `answer`, or the answer text")
+    raise TypeError(
+        f"the agent returned {type(raw).__name__}; return an AgentResult, a dict "
+        "with an `answer`, or the answer text"
+    )

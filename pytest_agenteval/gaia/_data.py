@@ -26,9 +26,7 @@ GAIA_YEAR = "2023"
 SPLITS = ("validation", "test")
 METADATA_FILES = ("metadata.parquet", "metadata.jsonl")
 REQUIRED_COLUMNS = ("task_id", "Question", "Level", "Final answer")
-NO_TOKEN_MESSAGE = (
-    f"GAIA is gated: accept the terms at {GAIA_URL} and set HF_TOKEN, or pass --gaia-path DIR"
-)
+NO_TOKEN_MESSAGE = f"GAIA is gated: accept the terms at {GAIA_URL} and set HF_TOKEN, or pass --gaia-path DIR"
 
 Split = Literal["validation", "test"]
 
@@ -111,8 +109,7 @@ def download_gaia(split: Split, token: str, *, revision: str | None = None) -> P
         from huggingface_hub import snapshot_download
     except ImportError:
         raise GaiaUnavailable(
-            "downloading GAIA needs huggingface_hub: pip install huggingface_hub, "
-            "or pass --gaia-path DIR"
+            "downloading GAIA needs huggingface_hub: pip install huggingface_hub, or pass --gaia-path DIR"
         ) from None
     try:
         root = snapshot_download(
@@ -142,10 +139,7 @@ def hub_error_message(exc: BaseException) -> str:
         )
     lines = str(exc).strip().splitlines()
     detail = f"{name}: {lines[0][:200]}" if lines else name
-    return (
-        f"could not download GAIA from the Hugging Face Hub ({detail}); "
-        "retry, or pass --gaia-path DIR"
-    )
+    return f"could not download GAIA from the Hugging Face Hub ({detail}); retry, or pass --gaia-path DIR"
 
 
 def find_split_dir(path: Path, split: Split) -> Path:
@@ -165,8 +159,7 @@ def find_split_dir(path: Path, split: Split) -> Path:
             continue
         if candidate == path and path.name in SPLITS and path.name != split:
             raise GaiaUnavailable(
-                f"GAIA path {path} holds the {path.name} split, not {split}: "
-                "pass the dataset root instead"
+                f"GAIA path {path} holds the {path.name} split, not {split}: pass the dataset root instead"
             )
         return candidate
     raise GaiaUnavailable(

@@ -30,9 +30,7 @@ Method = Literal["final_answer", "answer_label", "last_line", "none"]
 
 # ``[ \t*]*`` lets Markdown bold sit between the words and the colon.
 _FINAL_ANSWER = re.compile(r"(?<![A-Za-z])final[ \t_]*answer[ \t*]*[:：]", re.IGNORECASE)
-_ANSWER_LABEL = re.compile(
-    r"(?<![A-Za-z])answer[ \t*]*[:：]|(?:最终)?答案[ \t*]*[:：]", re.IGNORECASE
-)
+_ANSWER_LABEL = re.compile(r"(?<![A-Za-z])answer[ \t*]*[:：]|(?:最终)?答案[ \t*]*[:：]", re.IGNORECASE)
 _PAIRED_WRAPPERS = ("__", "`")
 
 

@@ -153,9 +153,7 @@ def _read_pdf(path: Path, max_chars: int) -> AttachmentText:
     try:
         import pypdf
     except ImportError:
-        return AttachmentText(
-            "", "pdf", False, "reading PDF attachments needs pypdf: pip install pypdf"
-        )
+        return AttachmentText("", "pdf", False, "reading PDF attachments needs pypdf: pip install pypdf")
     collector = _Collector(max_chars, "\n\n")
     try:
         reader = pypdf.PdfReader(str(path))

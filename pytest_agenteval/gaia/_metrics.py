@@ -62,9 +62,7 @@ def summarize_gaia(results: Iterable[GaiaItemResult]) -> dict[str, Any]:
         "mean_annotator_steps_correct": _mean(
             [i.annotator_steps for i in correct if i.annotator_steps is not None]
         ),
-        "mean_annotator_steps": _mean(
-            [i.annotator_steps for i in items if i.annotator_steps is not None]
-        ),
+        "mean_annotator_steps": _mean([i.annotator_steps for i in items if i.annotator_steps is not None]),
         "tokens_total": tokens_total,
         "tokens_mean": tokens_total / len(items) if items else None,
         "latency_mean_s": _mean(latencies),

@@ -69,9 +69,7 @@ def build_messages(
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> list[dict[str, str]]:
     """Chat messages for ``task``: the official system prompt, then the user message."""
-    user = build_user_message(
-        task, attachment, attachment_location=attachment_location, max_chars=max_chars
-    )
+    user = build_user_message(task, attachment, attachment_location=attachment_location, max_chars=max_chars)
     return [
         {"role": "system", "content": GAIA_SYSTEM_PROMPT},
         {"role": "user", "content": user},

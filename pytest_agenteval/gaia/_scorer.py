@@ -122,9 +122,7 @@ def _score_number(answer: str, truth: str) -> ScoreResult:
 def _element_matches(answer_elem: str, truth_elem: str) -> bool:
     if is_float(truth_elem):
         return normalize_number_str(answer_elem) == float(truth_elem)
-    return normalize_str(answer_elem, remove_punct=False) == normalize_str(
-        truth_elem, remove_punct=False
-    )
+    return normalize_str(answer_elem, remove_punct=False) == normalize_str(truth_elem, remove_punct=False)
 
 
 def _score_list(answer: str, truth: str, *, unordered: bool) -> ScoreResult:
@@ -148,8 +146,7 @@ def _score_list(answer: str, truth: str, *, unordered: bool) -> ScoreResult:
 def _score_list_unordered(answer_elems: list[str], truth_elems: list[str]) -> ScoreResult:
     """Correct iff a one-to-one pairing of elements exists (bipartite matching)."""
     candidates = [
-        [a for a, got in enumerate(answer_elems) if _element_matches(got, want)]
-        for want in truth_elems
+        [a for a, got in enumerate(answer_elems) if _element_matches(got, want)] for want in truth_elems
     ]
     owner: dict[int, int] = {}  # answer index -> truth index
 
@@ -165,9 +162,7 @@ def _score_list_unordered(answer_elems: list[str], truth_elems: list[str]) -> Sc
 
     for t, want in enumerate(truth_elems):
         if not assign(t, set()):
-            return ScoreResult(
-                False, "list", f"unordered: no answer element left to match {want.strip()!r}"
-            )
+            return ScoreResult(False, "list", f"unordered: no answer element left to match {want.strip()!r}")
     return ScoreResult(True, "list", f"all {len(truth_elems)} elements match (unordered)")
 
 

@@ -40,8 +40,15 @@ class Gaia(Suite):
         except GaiaDataError as exc:
             raise DataError(str(exc)) from None
         return [
-            Problem(self.name, task.task_id, index, task.question, task.final_answer,
-                    ("gaia", f"level{task.level}"), task)  # fmt: skip
+            Problem(
+                self.name,
+                task.task_id,
+                index,
+                task.question,
+                task.final_answer,
+                ("gaia", f"level{task.level}"),
+                task,
+            )
             for index, task in enumerate(tasks)
         ]
 
@@ -70,10 +77,15 @@ class Gaia(Suite):
         fields = {"model_answer": extracted.answer, "extraction": extracted.method}
         if problem.reference is None:
             return Score(False, extracted.answer is not None, extracted.answer, {**fields, "scored": False})
-        verdict = score_with_reason(extracted.answer, problem.reference,
-                                    unordered_lists=settings.gaia_unordered_lists)  # fmt: skip
-        return Score(verdict.correct, extracted.answer is not None, extracted.answer,
-                     {**fields, "rule": verdict.rule, "reason": verdict.reason, "scored": True})  # fmt: skip
+        verdict = score_with_reason(
+            extracted.answer, problem.reference, unordered_lists=settings.gaia_unordered_lists
+        )
+        return Score(
+            verdict.correct,
+            extracted.answer is not None,
+            extracted.answer,
+            {**fields, "rule": verdict.rule, "reason": verdict.reason, "scored": True},
+        )
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         return content_hash([problem.text, problem.payload.file_name if problem.payload else None])
@@ -85,20 +97,26 @@ class Gaia(Suite):
         return {"level": task.level, "annotator_steps": task.annotator_steps, "file_name": task.file_name}
 
     def describe(self, settings: Settings) -> dict[str, Any]:
-        return {"dataset": "gaia-benchmark/GAIA", "gaia_path": settings.gaia_path,
-                "split": settings.gaia_split, "mode": "agent",
-                "scorer": "gaia quasi-exact match (official)",
-                "list_order": "unordered" if settings.gaia_unordered_lists else "ordered (official)"}  # fmt: skip
+        return {
+            "dataset": "gaia-benchmark/GAIA",
+            "gaia_path": settings.gaia_path,
+            "split": settings.gaia_split,
+            "mode": "agent",
+            "scorer": "gaia quasi-exact match (official)",
+            "list_order": "unordered" if settings.gaia_unordered_lists else "ordered (official)",
+        }
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         results = [
             GaiaItemResult(
-                task_id=str(r.problem_id), level=int(r.extra["level"]),
+                task_id=str(r.problem_id),
+                level=int(r.extra["level"]),
                 correct=g.score.correct if g.score.fields.get("scored") else None,
-                steps=g.rollout.turns, annotator_steps=r.extra.get("annotator_steps"),
+                steps=g.rollout.turns,
+                annotator_steps=r.extra.get("annotator_steps"),
                 tokens=g.rollout.prompt_tokens + g.rollout.completion_tokens,
                 latency_s=g.rollout.latency_s,
-            )  # fmt: skip
+            )
             for r in records
             for g in r.generations
         ]
@@ -108,21 +126,37 @@ class Gaia(Suite):
         if settings.gaia_split != "test" or not records:
             return {}
         path = Path(settings.gaia_submission or "agenteval-results/gaia-test-submission.jsonl")
-        rows = [(str(r.problem_id), g.score.fields.get("model_answer") or "", g.rollout.text)
-                for r in records for g in r.generations[:1]]  # fmt: skip
+        rows = [
+            (str(r.problem_id), g.score.fields.get("model_answer") or "", g.rollout.text)
+            for r in records
+            for g in r.generations[:1]
+        ]
         write_submission(path, rows)
         return {"submission": str(path)}
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         levels = summary.get("per_level") or {}
-        rows = [("exact match", f"{summary.get('accuracy', 0):.3f} ({summary.get('correct')}/"
-                                f"{summary.get('scored')} scored)")]  # fmt: skip
+        rows = [
+            (
+                "exact match",
+                f"{summary.get('accuracy', 0):.3f} ({summary.get('correct')}/{summary.get('scored')} scored)",
+            )
+        ]
         for level, values in levels.items():
-            rows.append((f"  level {level}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})"))
+            rows.append(
+                (f"  level {level}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})")
+            )
         drops = summary.get("drop_rates") or {}
-        rows.append(("drop rates", "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in drops.items())))
-        rows.append(("mean steps", f"agent {summary.get('mean_steps_correct')} vs annotators "
-                                   f"{summary.get('mean_annotator_steps_correct')} (correct items)"))  # fmt: skip
+        rows.append(
+            ("drop rates", "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in drops.items()))
+        )
+        rows.append(
+            (
+                "mean steps",
+                f"agent {summary.get('mean_steps_correct')} vs annotators "
+                f"{summary.get('mean_annotator_steps_correct')} (correct items)",
+            )
+        )
         return rows
 
     def item_passed(self, record: ProblemRecord) -> bool:

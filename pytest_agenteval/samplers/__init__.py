@@ -29,11 +29,27 @@ from ._retry import RetryPolicy
 from ._slots import PrioritySlots
 
 __all__ = [
-    "Completion", "FatalRequestError", "LlamaSampler", "Message", "ModelIdentity",
-    "OpenAISampler", "PrioritySlots", "ReplayError", "ReplaySource", "RetryPolicy",
-    "Sampler", "SamplerError", "SamplingParams", "ToolCall", "ModelChoice",
-    "approx_token_count", "choose_model", "make_sampler", "probe_endpoint", "request_priority",
-]  # fmt: skip
+    "Completion",
+    "FatalRequestError",
+    "LlamaSampler",
+    "Message",
+    "ModelIdentity",
+    "OpenAISampler",
+    "PrioritySlots",
+    "ReplayError",
+    "ReplaySource",
+    "RetryPolicy",
+    "Sampler",
+    "SamplerError",
+    "SamplingParams",
+    "ToolCall",
+    "ModelChoice",
+    "approx_token_count",
+    "choose_model",
+    "make_sampler",
+    "probe_endpoint",
+    "request_priority",
+]
 
 
 @dataclass(frozen=True)
@@ -67,7 +83,7 @@ def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name:
         except SamplerError as exc:
             raise ValueError(str(exc)) from None
     if model_path.startswith(REPLAY_PREFIX):
-        return ModelChoice("replay", path=Path(model_path[len(REPLAY_PREFIX):]).expanduser())
+        return ModelChoice("replay", path=Path(model_path[len(REPLAY_PREFIX) :]).expanduser())
     path = Path(model_path).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
@@ -129,9 +145,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         concurrency=concurrency,
         api_key_env=settings.api_key_env,
         request_timeout_s=settings.request_timeout,
-        retry=RetryPolicy(
-            max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds
-        ),
+        retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,
     )
 
@@ -153,8 +167,9 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             n_ctx=settings.n_ctx,
         )
     elif choice.kind == "openai":
-        info.update(name=choice.model_name, endpoints=list(choice.endpoints),
-                    api_key_env=settings.api_key_env)
+        info.update(
+            name=choice.model_name, endpoints=list(choice.endpoints), api_key_env=settings.api_key_env
+        )
     else:
         assert choice.path is not None
         info.update(name=choice.label, path=str(choice.path), sha256=file_fingerprint(choice.path))

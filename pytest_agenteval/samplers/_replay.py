@@ -42,8 +42,7 @@ class ReplaySource:
             return self._samples[str(problem_id)][sample_index]
         except KeyError:
             raise ReplayError(
-                f"{self.path}: no recorded generation for problem {problem_id!r} "
-                f"sample {sample_index}"
+                f"{self.path}: no recorded generation for problem {problem_id!r} sample {sample_index}"
             ) from None
 
 

@@ -123,8 +123,7 @@ def contain(prep: Prepared, scratch: str, out_fd: int, err_fd: int) -> None:
         own = _landlock.open_paths([scratch, "/proc/self"])
         rules = list(prep.landlock_static)
         rules += [
-            (fd, d, _landlock.SCRATCH if i == 0 else _landlock.READ_ONLY)
-            for i, (fd, d) in enumerate(own)
+            (fd, d, _landlock.SCRATCH if i == 0 else _landlock.READ_ONLY) for i, (fd, d) in enumerate(own)
         ]
         _step("landlock", _landlock.restrict, prep.landlock_abi, rules)
     os.closerange(3, 1 << 16)  # zygote pipes, O_PATH fds, the other calls' output files
@@ -135,12 +134,8 @@ def contain(prep: Prepared, scratch: str, out_fd: int, err_fd: int) -> None:
 def _fresh_interpreter_state(scratch: str) -> dict:
     sys.stdin = open(0, closefd=False)
     # Line-buffered (buffering=1): output printed before a kill is not lost.
-    sys.stdout = open(
-        1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
-    )
-    sys.stderr = open(
-        2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
-    )
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     sys.argv = ["-c"]
     if "tempfile" in sys.modules:

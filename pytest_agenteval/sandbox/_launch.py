@@ -88,9 +88,7 @@ def _ro_roots(preload: tuple[str, ...]) -> list[str]:
     return out
 
 
-def bwrap_argv(
-    bwrap: str, scratch_root: str, env: dict[str, str], preload: tuple[str, ...]
-) -> list[str]:
+def bwrap_argv(bwrap: str, scratch_root: str, env: dict[str, str], preload: tuple[str, ...]) -> list[str]:
     """One bubblewrap around the whole zygote: no network, own pids, read-only view."""
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--clearenv"]
     if os.geteuid() == 0:

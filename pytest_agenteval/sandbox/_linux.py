@@ -31,9 +31,7 @@ MACHINE = platform.machine()
 def prctl(option: int, a2: int | ctypes.c_void_p = 0, a3: int = 0, a4: int = 0, a5: int = 0) -> int:
     """prctl(2), raising OSError on failure."""
     arg2 = a2 if isinstance(a2, ctypes.c_void_p) else ctypes.c_ulong(a2)
-    ret = libc.prctl(
-        ctypes.c_int(option), arg2, ctypes.c_ulong(a3), ctypes.c_ulong(a4), ctypes.c_ulong(a5)
-    )
+    ret = libc.prctl(ctypes.c_int(option), arg2, ctypes.c_ulong(a3), ctypes.c_ulong(a4), ctypes.c_ulong(a5))
     if ret < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")

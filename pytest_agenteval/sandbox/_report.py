@@ -21,10 +21,7 @@ def _files(got: dict, euid: int, root_child: bool) -> str | None:
     if got.get("landlock") or got.get("bwrap"):
         return None
     if root_child:
-        return (
-            "files: the code runs as root and can read and write every file, "
-            "the evaluator's included"
-        )
+        return "files: the code runs as root and can read and write every file, the evaluator's included"
     if got.get("uid_drop"):
         return (
             f"files: uid {NOBODY} keeps CAP_DAC_READ_SEARCH (the interpreter is not "
@@ -87,8 +84,7 @@ def weak_guarantees(got: dict, facts: dict) -> list[str]:
             "other's scratch directories"
         )
     out.append(
-        "memory: RLIMIT_AS caps each process's address space, not the total over "
-        "processes (no cgroup)"
+        "memory: RLIMIT_AS caps each process's address space, not the total over processes (no cgroup)"
     )
     if got.get("seccomp"):
         out.append("kernel: seccomp is a deny-list; the rest of the syscall surface is reachable")

@@ -132,9 +132,7 @@ class Sandbox:
             job = _Job(self._next_id, code, future)
             self._pending.append(job)
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._supervise, daemon=True, name="agenteval-sandbox"
-                )
+                self._thread = threading.Thread(target=self._supervise, daemon=True, name="agenteval-sandbox")
                 self._thread.start()
         future.add_done_callback(lambda f, jid=job.id: self._on_done(f, jid))
         self._wake()

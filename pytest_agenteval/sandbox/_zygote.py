@@ -51,9 +51,7 @@ _STDLIB_WARM = (
 
 
 class Call:
-    def __init__(
-        self, req: dict, pid: int, scratch: str, out_fd: int, err_fd: int, timeout: float
-    ) -> None:
+    def __init__(self, req: dict, pid: int, scratch: str, out_fd: int, err_fd: int, timeout: float) -> None:
         self.id = req["id"]
         self.pid = pid
         self.scratch = scratch

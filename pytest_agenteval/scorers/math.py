@@ -94,9 +94,7 @@ def score_math_verify_tail(text: str, ground_truth: Any, timeout_s: int = 5) -> 
     if content is not None:
         configs = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
         gold = parse(f"${ground_truth}$", extraction_config=configs, parsing_timeout=timeout_s)
-        predicted = parse(
-            f"\\boxed{{{content}}}", extraction_config=configs, parsing_timeout=timeout_s
-        )
+        predicted = parse(f"\\boxed{{{content}}}", extraction_config=configs, parsing_timeout=timeout_s)
         correct = bool(gold and predicted and verify(gold, predicted, timeout_seconds=timeout_s))
     display = score_boxed_integer(text, ground_truth)
     return Score(

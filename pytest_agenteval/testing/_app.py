@@ -253,9 +253,7 @@ class ServerCore:
             jitter = (2.0 * u - 1.0) * cfg.jitter_ms
         return max(0.0, cfg.latency_ms + jitter) / 1000.0
 
-    async def _respond(
-        self, request: web.Request, body: dict[str, Any], rec: _Attempt
-    ) -> web.StreamResponse:
+    async def _respond(self, request: web.Request, body: dict[str, Any], rec: _Attempt) -> web.StreamResponse:
         try:
             payload = self._payload(body, rec)
         except Exception as exc:  # a broken script must be loud, not a hang
@@ -293,9 +291,7 @@ class ServerCore:
         await self._send(request, resp, rec)
         return resp
 
-    def _truncated(
-        self, request: web.Request, body: dict[str, Any], rec: _Attempt
-    ) -> web.StreamResponse:
+    def _truncated(self, request: web.Request, body: dict[str, Any], rec: _Attempt) -> web.StreamResponse:
         # Raw bytes: aiohttp would not let us announce a length and then send less.
         payload = json.dumps(self._payload(body, rec)).encode()
         head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -318,9 +314,7 @@ class ServerCore:
         key = self.config.api_key
         if key is None or request.headers.get("Authorization") == f"Bearer {key}":
             return None
-        return openai_error(
-            401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key"
-        )
+        return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
 
     def _validate(self, body: dict[str, Any] | None, endpoint: str) -> web.Response | None:
         problem = _body_problem(body, endpoint)
@@ -396,8 +390,6 @@ def _body_problem(body: dict[str, Any] | None, endpoint: str) -> str | None:
             return "'prompt' must be a string (or a list holding one string)."
     for name in ("n", "max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 1
-        ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             return f"'{name}' must be a positive integer."
     return None

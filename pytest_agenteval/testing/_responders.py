@@ -203,9 +203,7 @@ def observation(body: Mapping[str, Any]) -> str | None:
         found = _TOOL_RESPONSE.findall(prompt)
         return found[-1] if found else None
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-    last_assistant = max(
-        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None
-    )
+    last_assistant = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
     if last_assistant is None:
         return None
     for msg in reversed(messages[last_assistant + 1 :]):

@@ -85,9 +85,7 @@ class OfficialJudge:
             except Exception:
                 has_call = False
             if "irrelevance" in entry.category:
-                return (
-                    (True, None) if not has_call else (False, "irrelevance_error:decoder_success")
-                )
+                return (True, None) if not has_call else (False, "irrelevance_error:decoder_success")
             return (True, None) if has_call else (False, "relevance_error:decoder_failed")
         if utils.is_java(entry.category):
             language, return_format = self.Language.JAVA, self.ReturnFormat.JAVA

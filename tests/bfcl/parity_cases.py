@@ -99,10 +99,17 @@ def native_case(entry: BfclEntry, calls: list[ValueCall], kind: str, rng: random
 
 # Mutations per entry: more for small categories, fewer for the 1053 live_multiple entries.
 MUTATIONS_PER_ENTRY = {
-    "simple_python": 9, "simple_java": 14, "simple_javascript": 16, "multiple": 8,
-    "parallel": 9, "parallel_multiple": 9, "live_simple": 8, "live_multiple": 4,
-    "live_parallel": 14, "live_parallel_multiple": 14,
-}  # fmt: skip
+    "simple_python": 9,
+    "simple_java": 14,
+    "simple_javascript": 16,
+    "multiple": 8,
+    "parallel": 9,
+    "parallel_multiple": 9,
+    "live_simple": 8,
+    "live_multiple": 4,
+    "live_parallel": 14,
+    "live_parallel_multiple": 14,
+}
 
 
 def generate_cases(entries: list[BfclEntry]) -> list[Case]:

@@ -62,9 +62,7 @@ def render_java(value: Any, schema: dict[str, Any], rng: random.Random) -> str:
         return f"{float(value)}f"
     if declared in ("Array", "ArrayList") and isinstance(value, list):
         item = schema.get("items", {})
-        parts = [
-            render_java(v, item, rng) if not isinstance(v, str) else json.dumps(v) for v in value
-        ]
+        parts = [render_java(v, item, rng) if not isinstance(v, str) else json.dumps(v) for v in value]
         if declared == "Array":
             element = _JAVA_ELEMENT.get(item.get("type"), "Object")
             return f"new {element}[]{{{', '.join(parts)}}}"
@@ -134,12 +132,7 @@ def oracle_value(options: list[Any], schema: dict[str, Any], rng: random.Random)
         return _oracle_dict(value, rng)
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return [_oracle_dict(v, rng) for v in value]
-    if (
-        declared == "float"
-        and isinstance(value, float)
-        and value.is_integer()
-        and rng.random() < 0.5
-    ):
+    if declared == "float" and isinstance(value, float) and value.is_integer() and rng.random() < 0.5:
         return int(value)  # int for float is accepted
     if declared == "tuple" and isinstance(value, list) and rng.random() < 0.5:
         return tuple(value)
@@ -158,9 +151,7 @@ def _oracle_dict(option: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return result
 
 
-def oracle_params(
-    expected: dict[str, list[Any]], doc: dict[str, Any], rng: random.Random
-) -> dict[str, Any]:
+def oracle_params(expected: dict[str, list[Any]], doc: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     required = set(doc["parameters"].get("required", []))
     properties = doc["parameters"].get("properties", {})
     params = {}
@@ -248,11 +239,35 @@ def _wrong_value(value: Any, rng: random.Random) -> Any:
 
 
 _RAW_VALUES = [
-    "some_variable", "2 + 3", "10 * 2", "-7", "+5", "~3", "not_defined + 1", "'ab' * 2",
-    "compute(x=1)", "compute(1)", "values[0]", "lambda x: x", "np.pi", "f'{x}'", "{1, 2}",
-    "x if y else z", "[i for i in range(3)]", "...", "b'raw'", "None", "-'text'", "1 / 0",
-    "(1, 2)", "{'k': [1, 2]}", "2 ** 3", "[1, 2] + [3]", "-3.5", "True + 1",
-]  # fmt: skip
+    "some_variable",
+    "2 + 3",
+    "10 * 2",
+    "-7",
+    "+5",
+    "~3",
+    "not_defined + 1",
+    "'ab' * 2",
+    "compute(x=1)",
+    "compute(1)",
+    "values[0]",
+    "lambda x: x",
+    "np.pi",
+    "f'{x}'",
+    "{1, 2}",
+    "x if y else z",
+    "[i for i in range(3)]",
+    "...",
+    "b'raw'",
+    "None",
+    "-'text'",
+    "1 / 0",
+    "(1, 2)",
+    "{'k': [1, 2]}",
+    "2 ** 3",
+    "[1, 2] + [3]",
+    "-3.5",
+    "True + 1",
+]
 
 
 def _pick_param(calls: list[ValueCall], rng: random.Random) -> tuple[int, str] | None:
@@ -322,8 +337,7 @@ def _positional(entry: BfclEntry, calls: list[ValueCall], rng: random.Random) ->
     return (
         "["
         + ", ".join(
-            f"{name}({', '.join(render_py(v, rng) for v in params.values())})"
-            for name, params in calls
+            f"{name}({', '.join(render_py(v, rng) for v in params.values())})" for name, params in calls
         )
         + "]"
     )
@@ -455,10 +469,28 @@ TEXT_MUTATIONS: dict[str, Callable[[str, random.Random], str]] = {
 # ---------------------------------------------------------------- java / javascript outputs
 
 _SOURCE_LITERALS = [
-    "true", "false", "1", "-2", "1.5", "3L", "2.0f", '"text"', "'text'", "null", "x.y()",
-    "new int[]{1, 2}", "new ArrayList<>(Arrays.asList(\"a\"))", "[1, 2]", "{a: 1}", "5n",
-    "new HashMap<>()", '"café"', "someVariable", "a + b", "`tpl`",
-]  # fmt: skip
+    "true",
+    "false",
+    "1",
+    "-2",
+    "1.5",
+    "3L",
+    "2.0f",
+    '"text"',
+    "'text'",
+    "null",
+    "x.y()",
+    "new int[]{1, 2}",
+    'new ArrayList<>(Arrays.asList("a"))',
+    "[1, 2]",
+    "{a: 1}",
+    "5n",
+    "new HashMap<>()",
+    '"café"',
+    "someVariable",
+    "a + b",
+    "`tpl`",
+]
 
 
 def source_oracle(entry: BfclEntry, rng: random.Random) -> list[CallSpec]:
@@ -469,9 +501,7 @@ def source_oracle(entry: BfclEntry, rng: random.Random) -> list[CallSpec]:
             doc = find_doc(entry, name)
             properties = doc["parameters"].get("properties", {})
             params = oracle_params(options, doc, rng)
-            specs.append(
-                (name, [(p, render(v, properties.get(p, {}), rng)) for p, v in params.items()])
-            )
+            specs.append((name, [(p, render(v, properties.get(p, {}), rng)) for p, v in params.items()]))
     return specs
 
 

@@ -20,8 +20,7 @@ from pytest_agenteval.bfcl import (
 needs_tree_sitter = pytest.mark.skipif(
     importlib.util.find_spec("tree_sitter_java") is None
     or importlib.util.find_spec("tree_sitter_javascript") is None,
-    reason="pip install tree-sitter==0.21.3 tree-sitter-java==0.21.0 "
-    "tree-sitter-javascript==0.21.4",
+    reason="pip install tree-sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4",
 )
 
 
@@ -34,9 +33,7 @@ def _doc(name, properties, required=()):
 
 
 def _entry(category, functions, ground_truth, language="python"):
-    return BfclEntry(
-        "t_0", category, [[{"role": "user", "content": "q"}]], functions, ground_truth, language
-    )
+    return BfclEntry("t_0", category, [[{"role": "user", "content": "q"}]], functions, ground_truth, language)
 
 
 def _judge(entry, text):
@@ -139,9 +136,7 @@ def test_a_required_parameter_stays_required_even_with_an_empty_option():
 
 
 def test_an_omitted_parameter_needs_an_empty_option():
-    entry = _entry(
-        "simple_python", [WEATHER_DOC], [{"get_weather": {"city": ["NYC"], "days": [3]}}]
-    )
+    entry = _entry("simple_python", [WEATHER_DOC], [{"get_weather": {"city": ["NYC"], "days": [3]}}])
     assert _judge(entry, "[get_weather(city='NYC')]") == (
         False,
         "simple_function_checker:missing_optional",
@@ -158,9 +153,7 @@ def test_a_documented_parameter_absent_from_the_ground_truth_is_unexpected():
 
 def _single(properties, options, language="python"):
     return _entry(
-        {"python": "simple_python", "java": "simple_java", "javascript": "simple_javascript"}[
-            language
-        ],
+        {"python": "simple_python", "java": "simple_java", "javascript": "simple_javascript"}[language],
         [_doc("f", properties)],
         [{"f": options}],
         language,
@@ -471,9 +464,7 @@ def test_javascript_values_are_converted_by_their_declared_type(options, text, e
 )
 def test_java_and_javascript_values_must_be_source_text(language, error_type):
     properties = {"flag": {"type": "boolean" if language == "java" else "Boolean"}}
-    verdict = check_entry(
-        _single(properties, {"flag": [True]}, language), [{"f": {"flag": True}}], None
-    )
+    verdict = check_entry(_single(properties, {"flag": [True]}, language), [{"f": {"flag": True}}], None)
     assert (verdict.valid, verdict.error_type) == (False, error_type)
 
 

@@ -39,9 +39,7 @@ def _write_jsonl(path, records):
 
 def _prompt(entry_id, name="f"):
     question = [[{"role": "user", "content": f"question {entry_id}"}]]
-    function = [
-        {"name": name, "description": "d", "parameters": {"type": "dict", "properties": {}}}
-    ]
+    function = [{"name": name, "description": "d", "parameters": {"type": "dict", "properties": {}}}]
     return {"id": entry_id, "question": question, "function": function}
 
 
@@ -99,16 +97,12 @@ def test_a_malformed_line_is_reported_with_its_number(data_dir):
 
 
 def test_answers_must_align_with_prompts(data_dir):
-    _write_jsonl(
-        data_dir / "possible_answer/BFCL_v4_simple_java.json", [{"id": "other", "ground_truth": []}]
-    )
+    _write_jsonl(data_dir / "possible_answer/BFCL_v4_simple_java.json", [{"id": "other", "ground_truth": []}])
     with pytest.raises(BfclDataError, match="simple_java: prompt and possible_answer ids differ"):
         load_bfcl(["simple_java"], data_dir)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("bfcl_eval") is None, reason="pip install --no-deps bfcl-eval"
-)
+@pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None, reason="pip install --no-deps bfcl-eval")
 def test_the_installed_package_data_has_the_official_entry_counts():
     counts = Counter(entry.category for entry in load_bfcl(CATEGORIES))
     assert counts == {

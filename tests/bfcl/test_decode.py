@@ -13,8 +13,7 @@ from pytest_agenteval.bfcl import DecodeError, decode_lenient, decode_native, de
 needs_tree_sitter = pytest.mark.skipif(
     importlib.util.find_spec("tree_sitter_java") is None
     or importlib.util.find_spec("tree_sitter_javascript") is None,
-    reason="pip install tree-sitter==0.21.3 tree-sitter-java==0.21.0 "
-    "tree-sitter-javascript==0.21.4",
+    reason="pip install tree-sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4",
 )
 
 FAILED = "ast_decoder:decoder_failed"

@@ -49,9 +49,7 @@ def test_lines_are_id_and_result_objects_sorted_by_index(tmp_path):
 def test_an_export_replaces_the_previous_file(tmp_path):
     export_official_results(ITEMS, tmp_path, "m")
     export_official_results([("irrelevance_3", "irrelevance", "no")], tmp_path, "m")
-    assert _lines(result_path(tmp_path, "m", "irrelevance")) == [
-        '{"id": "irrelevance_3", "result": "no"}\n'
-    ]
+    assert _lines(result_path(tmp_path, "m", "irrelevance")) == ['{"id": "irrelevance_3", "result": "no"}\n']
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,7 @@ RUN = [
     _result("live_simple", True),
     _result("live_simple", True),
     _result("live_simple", False, error="value_error:string", predicted=False, params=(4, 0)),
-    _result(
-        "live_multiple", False, error="simple_function_checker:wrong_func_name", predicted=False
-    ),
+    _result("live_multiple", False, error="simple_function_checker:wrong_func_name", predicted=False),
     _result("irrelevance", True, predicted=False),
     _result("irrelevance", False, error="irrelevance_error:decoder_success", predicted=True),
 ]
@@ -133,9 +131,7 @@ def test_an_empty_run_gives_zeros_and_nulls():
         "error_rate": 0.0,
         "per_category": {},
         "groups": dict.fromkeys(["simple", "non_live", "live", "irrelevance", "relevance"]),
-        "groups_official": dict.fromkeys(
-            ["simple", "non_live", "live", "irrelevance", "relevance"], 0.0
-        ),
+        "groups_official": dict.fromkeys(["simple", "non_live", "live", "irrelevance", "relevance"], 0.0),
         "weighted_accuracy": 0.0,
         "parameter_accuracy": 0.0,
         "relevance": {

@@ -70,9 +70,7 @@ def judged(official, entries) -> list[tuple[BfclEntry, Case, tuple, tuple]]:
     verdicts = []
     for case in generate_cases(entries):
         entry = by_id[case.entry_id]
-        verdicts.append(
-            (entry, case, official.judge(entry, case.output, case.native), _ours(entry, case))
-        )
+        verdicts.append((entry, case, official.judge(entry, case.output, case.native), _ours(entry, case)))
     return verdicts
 
 
@@ -139,8 +137,6 @@ def test_prompts_and_tools_equal_the_official_ones(official, entries):
         tools = handler_utils.convert_to_tool(
             raw["function"], GORILLA_TO_OPENAPI, ModelStyle.OPENAI_COMPLETIONS
         )
-        if messages != prompt_messages(entry) or tools != native_tools(
-            entry.functions, entry.language
-        ):
+        if messages != prompt_messages(entry) or tools != native_tools(entry.functions, entry.language):
             differing.append(entry.id)
     assert differing == []

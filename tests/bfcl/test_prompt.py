@@ -97,8 +97,7 @@ def test_java_parameters_become_strings_of_source_text():
         },
         "o": {
             "type": "string",
-            "description": "O. This parameter can be of any type of Java object in string "
-            "representation.",
+            "description": "O. This parameter can be of any type of Java object in string representation.",
         },
     }
 

@@ -36,15 +36,21 @@ def replay(pytester: pytest.Pytester) -> str:
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([{"id": 0, "question": "q", "answer": "1"}],
-         "missing column(s) problem (has answer, id, question); the data needs problem, answer"),
-        ([{"id": 0, "problem": "a", "answer": "1"}, {"id": 0, "problem": "b", "answer": "2"}],
-         "duplicate id 0; ids must be unique"),
-        ([{"id": 0, "problem": "a", "answer": "1/2"}],
-         "answer '1/2' of problem 0 is not an integer; the text-only scorer needs integer answers"),
+        (
+            [{"id": 0, "question": "q", "answer": "1"}],
+            "missing column(s) problem (has answer, id, question); the data needs problem, answer",
+        ),
+        (
+            [{"id": 0, "problem": "a", "answer": "1"}, {"id": 0, "problem": "b", "answer": "2"}],
+            "duplicate id 0; ids must be unique",
+        ),
+        (
+            [{"id": 0, "problem": "a", "answer": "1/2"}],
+            "answer '1/2' of problem 0 is not an integer; the text-only scorer needs integer answers",
+        ),
         ([{"id": 0, "problem": "  ", "answer": "1"}], "problem 0 has an empty `problem`"),
     ],
-)  # fmt: skip
+)
 def test_bad_data(aime_suite: pytest.Pytester, replay: str, rows: list, message: str) -> None:
     data = write_jsonl(aime_suite.path / "bad.jsonl", rows)
     result = _run(aime_suite, f"--dataset-path={data}", replay)
@@ -66,9 +72,15 @@ def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--model-path=missing.gguf",), "--model-path missing.gguf: no such file; give an existing .gguf file"),
-        (("--model-path=Qwen/Qwen3-4B",), "--model-path Qwen/Qwen3-4B: not a .gguf file or replay:PATH; "
-                                          "to evaluate a hub model or checkpoint folder, serve it"),
+        (
+            ("--model-path=missing.gguf",),
+            "--model-path missing.gguf: no such file; give an existing .gguf file",
+        ),
+        (
+            ("--model-path=Qwen/Qwen3-4B",),
+            "--model-path Qwen/Qwen3-4B: not a .gguf file or replay:PATH; "
+            "to evaluate a hub model or checkpoint folder, serve it",
+        ),
         (("--model-path=replay:nope.jsonl",), "replay file nope.jsonl does not exist"),
         (("--agenteval-gate", "aime25.average_at_n => 0.3"), "expected SUITE.METRIC OP NUMBER"),
         (("--agenteval-gate", "aime25.accuracy >= 0.3"), "aime25 has no metric 'accuracy'"),
@@ -78,8 +90,10 @@ def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
         (("--endpoint=http://127.0.0.1:1/v1", "--model-path=x.gguf"), "--endpoint and --model-path conflict"),
         (("--mode=chat",), "invalid choice: 'chat'"),
     ],
-)  # fmt: skip
-def test_bad_options_are_usage_errors(aime_suite: pytest.Pytester, tiny_aime: Path, args: tuple, message: str) -> None:
+)
+def test_bad_options_are_usage_errors(
+    aime_suite: pytest.Pytester, tiny_aime: Path, args: tuple, message: str
+) -> None:
     result = _run(aime_suite, f"--dataset-path={tiny_aime}", *args)
     _assert_one_line(result, message)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -88,8 +102,11 @@ def test_bad_options_are_usage_errors(aime_suite: pytest.Pytester, tiny_aime: Pa
 def test_unreachable_endpoint(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:
     port = _free_port()
     result = _run(aime_suite, f"--dataset-path={tiny_aime}", f"--endpoint=http://127.0.0.1:{port}/v1")
-    _assert_one_line(result, f"cannot reach --endpoint http://127.0.0.1:{port}/v1 ([Errno 111] Connection "
-                             "refused); start the server or fix the URL")  # fmt: skip
+    _assert_one_line(
+        result,
+        f"cannot reach --endpoint http://127.0.0.1:{port}/v1 ([Errno 111] Connection "
+        "refused); start the server or fix the URL",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
@@ -101,7 +118,9 @@ def test_unwritable_output_path_as_user(aime_suite: pytest.Pytester, tiny_aime: 
     _assert_one_line(result, f"--agenteval-out {locked}/r.jsonl: not writable")
 
 
-def test_output_path_under_a_file_is_unwritable(aime_suite: pytest.Pytester, tiny_aime: Path, replay: str) -> None:
+def test_output_path_under_a_file_is_unwritable(
+    aime_suite: pytest.Pytester, tiny_aime: Path, replay: str
+) -> None:
     (aime_suite.path / "plain").write_text("a file, not a folder")
     result = _run(aime_suite, f"--dataset-path={tiny_aime}", replay, "--agenteval-out=plain/r.jsonl")
     _assert_one_line(result, "--agenteval-out plain/r.jsonl: not writable (")

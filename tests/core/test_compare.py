@@ -15,7 +15,9 @@ def records(fractions: dict[str, float], n: int = 4) -> list[ProblemRecord]:
     out = []
     for index, (pid, fraction) in enumerate(fractions.items()):
         correct = round(fraction * n)
-        generations = tuple(GenerationRecord(j, j, Rollout("t", "answer"), Score(j < correct, True)) for j in range(n))
+        generations = tuple(
+            GenerationRecord(j, j, Rollout("t", "answer"), Score(j < correct, True)) for j in range(n)
+        )
         out.append(ProblemRecord("aime25", pid, index, "p", 1, n, generations))
     return out
 
@@ -47,7 +49,10 @@ def test_a_drop_within_the_tolerance_passes() -> None:
 
 def test_no_shared_problems_fails_closed() -> None:
     result = compare("aime25", records({"x": 1.0}), {"aime25": {"y": 1.0}}, tolerance=0.0)
-    assert (result.passed, result.reason) == (False, "no problems shared with the baseline: comparison fails closed")
+    assert (result.passed, result.reason) == (
+        False,
+        "no problems shared with the baseline: comparison fails closed",
+    )
 
 
 def test_bad_baseline_files(tmp_path: Path) -> None:

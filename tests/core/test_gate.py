@@ -12,7 +12,13 @@ from pytest_agenteval.gate import GateError, check_metric_name, evaluate_gate, p
     [
         ("aime25.average_at_n >= 0.30", "aime25", "average_at_n", ">=", 0.30),
         ("aime25.pass_at_n>0.5", "aime25", "pass_at_n", ">", 0.5),
-        ("bfcl.per_category.simple_python.accuracy < 1", "bfcl", "per_category.simple_python.accuracy", "<", 1.0),
+        (
+            "bfcl.per_category.simple_python.accuracy < 1",
+            "bfcl",
+            "per_category.simple_python.accuracy",
+            "<",
+            1.0,
+        ),
         ("gaia.accuracy >= 30%", "gaia", "accuracy", ">=", 0.30),
         ("aime25.pass_at_k.1 == .25", "aime25", "pass_at_k.1", "==", 0.25),
         ("gaia.drop_rates.1->2 <= 0.5", "gaia", "drop_rates.1->2", "<=", 0.5),
@@ -52,8 +58,12 @@ SUMMARY = {"aime25": {"complete": True, "average_at_n": 0.25, "pass_at_k": {"1":
         ("aime25.nothing >= 0", SUMMARY, False, "nothing is None, not a number"),
         ("aime25.model >= 0", SUMMARY, False, "model is 'x', not a number"),
         ("aime25.complete >= 0", SUMMARY, False, "complete is True, not a number"),
-        ("aime25.average_at_n >= 0.1", {"aime25": {**SUMMARY["aime25"], "complete": False}}, False,
-         "run incomplete: gates fail closed"),
+        (
+            "aime25.average_at_n >= 0.1",
+            {"aime25": {**SUMMARY["aime25"], "complete": False}},
+            False,
+            "run incomplete: gates fail closed",
+        ),
     ],
 )
 def test_evaluate_gate(expression: str, summaries: dict, passed: bool, reason: str) -> None:

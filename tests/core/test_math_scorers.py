@@ -71,9 +71,15 @@ def test_extract_last_boxed(text: str, expected: str | None) -> None:
         ("\\boxed{42} then \\boxed{41", "42", True, True, 42),
     ],
 )
-def test_boxed_integer_score(text: str, truth: str, correct: bool, formatted: bool, predicted: int | None) -> None:
+def test_boxed_integer_score(
+    text: str, truth: str, correct: bool, formatted: bool, predicted: int | None
+) -> None:
     score = score_boxed_integer(text, truth)
-    assert (score.correct, score.formatted, score.fields["predicted_answer"]) == (correct, formatted, predicted)
+    assert (score.correct, score.formatted, score.fields["predicted_answer"]) == (
+        correct,
+        formatted,
+        predicted,
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,9 +93,15 @@ def test_boxed_integer_score(text: str, truth: str, correct: bool, formatted: bo
         ("no answer", 70, False, False, False),
     ],
 )
-def test_math_verify_tail_score(text: str, truth: int, correct: bool, formatted: bool, disagree: bool) -> None:
+def test_math_verify_tail_score(
+    text: str, truth: int, correct: bool, formatted: bool, disagree: bool
+) -> None:
     score = score_math_verify_tail(text, truth)
-    assert (score.correct, score.formatted, score.fields["scorers_disagree"]) == (correct, formatted, disagree)
+    assert (score.correct, score.formatted, score.fields["scorers_disagree"]) == (
+        correct,
+        formatted,
+        disagree,
+    )
 
 
 def test_math_verify_tail_refuses_to_run_off_the_main_thread() -> None:

@@ -22,7 +22,9 @@ from pytest_agenteval.metrics import (
 from pytest_agenteval.records import GenerationRecord, ProblemRecord, Rollout, Score
 
 
-def record(pid: int, outcomes: Sequence[tuple[bool, bool, object]], calls: int = 0, turns: int = 1) -> ProblemRecord:
+def record(
+    pid: int, outcomes: Sequence[tuple[bool, bool, object]], calls: int = 0, turns: int = 1
+) -> ProblemRecord:
     """outcomes: (correct, formatted, answer) per generation."""
     generations = tuple(
         GenerationRecord(j, j, Rollout("t", "answer", turns=turns, code_calls=calls), Score(c, f, a))
@@ -120,6 +122,9 @@ def test_bootstrap_of_identical_problems_has_zero_width() -> None:
 def test_summary_keeps_the_seed_field_names() -> None:
     summary = summarize_math(RECORDS)
     assert {k: summary[k] for k in ("problems", "generations", "correct_generations", "passed_problems")} == {
-        "problems": 3, "generations": 12, "correct_generations": 3, "passed_problems": 2,
-    }  # fmt: skip
+        "problems": 3,
+        "generations": 12,
+        "correct_generations": 3,
+        "passed_problems": 2,
+    }
     assert summary["average_at_n"] == 0.25

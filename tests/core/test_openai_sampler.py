@@ -41,7 +41,9 @@ async def test_sends_exactly_the_sampling_parameters_and_reads_the_reply() -> No
 def test_top_k_and_thinking_are_sent_only_when_asked() -> None:
     plain = OpenAISampler(["http://x/v1"], "m").body(MESSAGES, PARAMS)
     assert "top_k" not in plain and "chat_template_kwargs" not in plain
-    asked = OpenAISampler(["http://x/v1"], "m", extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    asked = OpenAISampler(
+        ["http://x/v1"], "m", extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+    )
     body = asked.body(MESSAGES, SamplingParams(1.0, 0.7, 20, 16, 5))
     assert (body["top_k"], body["chat_template_kwargs"], body["seed"]) == (20, {"enable_thinking": False}, 5)
 
@@ -115,7 +117,10 @@ async def test_refusals_fail_at_once(config: ServerConfig, message: str) -> None
 async def test_concurrency_caps_requests_in_flight_per_endpoint() -> None:
     import asyncio
 
-    with OpenAITestServer(ServerConfig(latency_ms=100)) as first, OpenAITestServer(ServerConfig(latency_ms=100)) as second:
+    with (
+        OpenAITestServer(ServerConfig(latency_ms=100)) as first,
+        OpenAITestServer(ServerConfig(latency_ms=100)) as second,
+    ):
         backend = OpenAISampler([first.url, second.url], "mock-model", concurrency=3)
         params = [SamplingParams(1.0, 1.0, -1, 8, seed) for seed in range(24)]
         await asyncio.gather(*(backend.complete(MESSAGES, p) for p in params))

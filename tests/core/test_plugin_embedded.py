@@ -10,7 +10,9 @@ FAST = ("--limit=2", "--val-n=2", "--max-tokens=16")
 
 def _texts(path) -> list[tuple[int, int, int, str]]:
     problems, _ = read_results(path)
-    return [(p["problem_id"], g["sample_index"], g["seed"], g["text"]) for p in problems for g in p["generations"]]
+    return [
+        (p["problem_id"], g["sample_index"], g["seed"], g["text"]) for p in problems for g in p["generations"]
+    ]
 
 
 def test_embedded_model_generates_and_results_match_across_worker_counts(run_suite) -> None:

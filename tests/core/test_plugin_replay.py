@@ -45,10 +45,13 @@ def test_results_are_identical_with_two_workers(run_suite, replay: Path) -> None
     result.assert_outcomes(passed=3, failed=1)
     strip = {"latency_s", "started_at", "finished_at", "duration_s", "workers", "config", "harness"}
     left, right = (
-        [{k: v for k, v in line.items() if k not in strip} for problems, summaries in [read_results(p)]
-         for line in problems + summaries]
+        [
+            {k: v for k, v in line.items() if k not in strip}
+            for problems, summaries in [read_results(p)]
+            for line in problems + summaries
+        ]
         for p in (serial, parallel)
-    )  # fmt: skip
+    )
     assert left == right
 
 
@@ -62,9 +65,11 @@ def test_failures_alone_pass_a_gate(run_suite, replay: Path) -> None:
 def test_a_gate_below_threshold_fails_the_run(run_suite, replay: Path) -> None:
     result, out = run_suite(
         f"--model-path=replay:{replay}",
-        "--agenteval-gate", "aime25.pass_at_n >= 0.5",
-        "--agenteval-gate", "aime25.average_at_n > 0.5",
-    )  # fmt: skip
+        "--agenteval-gate",
+        "aime25.pass_at_n >= 0.5",
+        "--agenteval-gate",
+        "aime25.average_at_n > 0.5",
+    )
     assert result.ret == 1
     result.stdout.fnmatch_lines(["gate FAIL  aime25.average_at_n > 0.5  (0.5000 > 0.5 does not hold)"])
     _, (summary,) = read_results(out)
@@ -78,15 +83,18 @@ def test_without_a_gate_plain_pytest_exit_status(run_suite, replay: Path) -> Non
 
 def test_missing_generations_are_errors_and_gates_fail_closed(run_suite, pytester: pytest.Pytester) -> None:
     short = write_jsonl(pytester.path / "short.jsonl", replay_rows({**TEXTS, 2: ["\\boxed{16}"]}))
-    result, out = run_suite(f"--model-path=replay:{short}", "--val-n", "2",
-                            "--agenteval-gate", "aime25.average_at_n >= 0.0")  # fmt: skip
+    result, out = run_suite(
+        f"--model-path=replay:{short}", "--val-n", "2", "--agenteval-gate", "aime25.average_at_n >= 0.0"
+    )
     result.assert_outcomes(passed=3, errors=1)
     assert result.ret == 1
     problems, (summary,) = read_results(out)
     assert problems[2]["complete"] is False and len(problems[2]["generations"]) == 1
     assert "no recorded generation for problem 2 sample 1" in problems[2]["error"]
     assert (summary["complete"], summary["errors"]["problem_ids"], summary["problems"]) == (False, [2], 3)
-    result.stdout.fnmatch_lines(["gate FAIL  aime25.average_at_n >= 0.0  (run incomplete: gates fail closed)"])
+    result.stdout.fnmatch_lines(
+        ["gate FAIL  aime25.average_at_n >= 0.0  (run incomplete: gates fail closed)"]
+    )
 
 
 def test_own_results_file_replays_to_the_same_verdicts(run_suite, replay: Path) -> None:
@@ -94,10 +102,13 @@ def test_own_results_file_replays_to_the_same_verdicts(run_suite, replay: Path) 
     result, second = run_suite(f"--model-path=replay:{first}", out="second.jsonl")
     result.assert_outcomes(passed=3, failed=1)
     verdicts = [
-        [(g["sample_index"], g["correct"], g["formatted"], g["predicted_answer"]) for p in read_results(path)[0]
-         for g in p["generations"]]
+        [
+            (g["sample_index"], g["correct"], g["formatted"], g["predicted_answer"])
+            for p in read_results(path)[0]
+            for g in p["generations"]
+        ]
         for path in (first, second)
-    ]  # fmt: skip
+    ]
     assert verdicts[0] == verdicts[1]
 
 
@@ -111,9 +122,14 @@ def test_limit_takes_the_first_problems_in_dataset_order(run_suite, replay: Path
 
 def test_markers_and_collect_only(aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path) -> None:
     result = aime_suite.runpytest_subprocess(
-        "--co", "-q", "-m", "aime25", "--strict-markers", f"--dataset-path={tiny_aime}",
+        "--co",
+        "-q",
+        "-m",
+        "aime25",
+        "--strict-markers",
+        f"--dataset-path={tiny_aime}",
         f"--model-path=replay:{replay}",
-    )  # fmt: skip
+    )
     result.stdout.fnmatch_lines(["test_tiny.py::test_aime25[[]0[]]", "*4 tests collected*"])
     assert not list(aime_suite.path.glob("agenteval-results/*.jsonl"))
 
@@ -126,8 +142,9 @@ def test_ini_file_sets_options(aime_suite: pytest.Pytester, tiny_aime: Path, rep
     assert summary["config"]["limit"] == 1
 
 
-def test_default_results_name_carries_suite_model_and_time(aime_suite: pytest.Pytester, tiny_aime: Path,
-                                                            replay: Path) -> None:  # fmt: skip
+def test_default_results_name_carries_suite_model_and_time(
+    aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path
+) -> None:
     aime_suite.runpytest_subprocess(f"--dataset-path={tiny_aime}", f"--model-path=replay:{replay}")
     (path,) = aime_suite.path.glob("agenteval-results/*.jsonl")
     assert path.name.startswith("aime25-replay-replay-2")

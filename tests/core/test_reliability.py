@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_results, write_jsonl
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests.conftest import read_results, write_jsonl
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
 SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
@@ -27,12 +26,23 @@ def _faults(server: OpenAITestServer) -> Counter:
 def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run_suite, pytester) -> None:
     data = write_jsonl(pytester.path / "thirty.jsonl", THIRTY)
     config = ServerConfig(
-        answer=SEEDED_ANSWER, fault_rate=0.2, fault_seed=7, retry_after="0.05", stall_s=3,
+        answer=SEEDED_ANSWER,
+        fault_rate=0.2,
+        fault_seed=7,
+        retry_after="0.05",
+        stall_s=3,
         fault_kinds={"429": 1, "500": 1, "reset": 1, "stall": 1, "truncated": 1},
-    )  # fmt: skip
+    )
     with OpenAITestServer(config) as server:
-        result, out = run_suite(f"--endpoint={server.url}", "--val-n=4", "--request-timeout=1",
-                                "--agenteval-no-cache", "-n", "2", data=data)  # fmt: skip
+        result, out = run_suite(
+            f"--endpoint={server.url}",
+            "--val-n=4",
+            "--request-timeout=1",
+            "--agenteval-no-cache",
+            "-n",
+            "2",
+            data=data,
+        )
         time.sleep(0.5)  # the server logs a stall when its connection closes
         faults = _faults(server)
     problems, (summary,) = read_results(out)
@@ -45,9 +55,19 @@ def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run
 
 
 def _command(pytester: pytest.Pytester, url: str, data: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dataset-path={data}",
-            f"--endpoint={url}", "--val-n=4", f"--agenteval-out={out}",
-            f"--agenteval-cache-dir={pytester.path / 'cache'}", "--concurrency=4"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        f"--dataset-path={data}",
+        f"--endpoint={url}",
+        "--val-n=4",
+        f"--agenteval-out={out}",
+        f"--agenteval-cache-dir={pytester.path / 'cache'}",
+        "--concurrency=4",
+    ]
 
 
 def _cached(pytester: pytest.Pytester) -> int:
@@ -60,8 +80,13 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
     out = aime_suite.path / "results.jsonl"
     with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=100)) as server:
         command = _command(aime_suite, server.url, data, out)
-        process = subprocess.Popen(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            cwd=aime_suite.path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 60
         while _cached(aime_suite) < 48 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -82,7 +107,9 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
     texts = [g["text"] for p in problems for g in p["generations"]]
     from pytest_agenteval.records import sample_seed
 
-    assert texts == [f"I think \\boxed{{14}} (seed {sample_seed(42, i, j)})" for i in range(30) for j in range(4)]
+    assert texts == [
+        f"I think \\boxed{{14}} (seed {sample_seed(42, i, j)})" for i in range(30) for j in range(4)
+    ]
 
 
 def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_suite: pytest.Pytester) -> None:
@@ -92,8 +119,9 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
     with OpenAITestServer(ServerConfig(answers=right, latency_ms=100)) as server:
         command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
         command.remove("-p")
-        process = subprocess.Popen(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        process = subprocess.Popen(
+            command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 60
         while _cached(aime_suite) < 40 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -104,10 +132,13 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
         assert summary["complete"] is False and len(summary["missing"]) == 30 - len(problems) > 0
         assert all(len(p["generations"]) == 4 for p in problems)
         server.reset()
-        subprocess.run([*command, "--lf"], cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False,
-                       timeout=120)  # fmt: skip
+        subprocess.run(
+            [*command, "--lf"], cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False, timeout=120
+        )
         rerun, _ = read_results(out)
-    assert sorted(p["problem_id"] for p in rerun) == sorted(set(range(30)) - {p["problem_id"] for p in problems})
+    assert sorted(p["problem_id"] for p in rerun) == sorted(
+        set(range(30)) - {p["problem_id"] for p in problems}
+    )
     assert len(server.requests) <= 4 * len(rerun)
 
 
@@ -131,20 +162,36 @@ def test_aime25(evaluation):
 """
 
 
-def test_a_dying_worker_is_an_error_of_its_item_and_fails_the_gate(pytester: pytest.Pytester, tiny_aime: Path) -> None:
+def test_a_dying_worker_is_an_error_of_its_item_and_fails_the_gate(
+    pytester: pytest.Pytester, tiny_aime: Path
+) -> None:
     pytester.makepyfile(test_crash=CRASHING_SUITE)
     with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
         result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}", "--val-n=2",
-            "-n", "2", "--agenteval-out=r.jsonl", "--agenteval-gate", "aime25.average_at_n >= 0.1",
-        )  # fmt: skip
+            "-p",
+            "no:cacheprovider",
+            f"--dataset-path={tiny_aime}",
+            f"--endpoint={server.url}",
+            "--val-n=2",
+            "-n",
+            "2",
+            "--agenteval-out=r.jsonl",
+            "--agenteval-gate",
+            "aime25.average_at_n >= 0.1",
+        )
     outcomes = result.parseoutcomes()
-    assert (outcomes.get("passed"), outcomes.get("failed"), outcomes.get("errors", outcomes.get("error"))) == (1, 2, 1)
+    assert (
+        outcomes.get("passed"),
+        outcomes.get("failed"),
+        outcomes.get("errors", outcomes.get("error")),
+    ) == (1, 2, 1)
     assert result.ret == 1
     problems, (summary,) = read_results(pytester.path / "r.jsonl")
     assert [p["problem_id"] for p in problems] == [0, 1, 3]
     assert summary["complete"] is False and summary["missing"] == ["test_crash.py::test_aime25[2]"]
-    result.stdout.fnmatch_lines(["*gate FAIL  aime25.average_at_n >= 0.1  (run incomplete: gates fail closed)*"])
+    result.stdout.fnmatch_lines(
+        ["*gate FAIL  aime25.average_at_n >= 0.1  (run incomplete: gates fail closed)*"]
+    )
 
 
 REFUSING_SUITE = """
@@ -171,11 +218,16 @@ def test_a_refused_request_stops_the_run_with_one_line(pytester: pytest.Pytester
     pytester.makepyfile(test_refused=REFUSING_SUITE)
     with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
         result = pytester.runpytest_subprocess(
-            "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}",
-            "--val-n=1", "--agenteval-out=r.jsonl",
-        )  # fmt: skip
+            "-p",
+            "no:cacheprovider",
+            f"--dataset-path={tiny_aime}",
+            f"--endpoint={server.url}",
+            "--val-n=1",
+            "--agenteval-out=r.jsonl",
+        )
     result.assert_outcomes(passed=1, errors=1)  # items 2 and 3 never ran
-    result.stdout.fnmatch_lines(["*agenteval: the server refused a request: http://x/v1/chat/completions: "
-                                 "HTTP 401: bad key*"])  # fmt: skip
+    result.stdout.fnmatch_lines(
+        ["*agenteval: the server refused a request: http://x/v1/chat/completions: HTTP 401: bad key*"]
+    )
     _, (summary,) = read_results(pytester.path / "r.jsonl")
     assert summary["complete"] is False and len(summary["missing"]) == 2

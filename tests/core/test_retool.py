@@ -11,7 +11,10 @@ from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel,
 from pytest_agenteval.tool_loop import Action, parse_native_action, parse_raw_action, truncate_tail
 from tests.conftest import read_results
 
-CALL = "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1+1)\n</parameter>\n</function>\n</tool_call>"
+CALL = (
+    "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1+1)\n"
+    "</parameter>\n</function>\n</tool_call>"
+)
 
 
 @pytest.mark.parametrize(
@@ -20,15 +23,25 @@ CALL = "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1+1)\n
         ("The answer is \\boxed{2}.", Action("answer")),
         (f"Let me compute.\n{CALL}", Action("call", code="print(1+1)")),
         (f"{CALL}\n{CALL}", Action("invalid", reason="more than one tool call in a turn")),
-        (f"So \\boxed{{2}}\n{CALL}", Action("invalid", reason="a tool call and a final answer in the same turn")),
-        ("<tool_call>\n<function=bash>\n<parameter=code>\nls\n</parameter>\n</function>\n</tool_call>",
-         Action("invalid", reason="tool call without <function=code_interpreter>")),
-        ("<tool_call>\n<function=code_interpreter>\n</function>\n</tool_call>",
-         Action("invalid", reason="tool call without a code parameter")),
-        ("<tool_call>\n<function=code_interpreter>\n<parameter=code>\nx = 1\nprint(x)",  # cut by max tokens
-         Action("call", code="x = 1\nprint(x)")),
+        (
+            f"So \\boxed{{2}}\n{CALL}",
+            Action("invalid", reason="a tool call and a final answer in the same turn"),
+        ),
+        (
+            "<tool_call>\n<function=bash>\n<parameter=code>\nls\n</parameter>\n</function>\n</tool_call>",
+            Action("invalid", reason="tool call without <function=code_interpreter>"),
+        ),
+        (
+            "<tool_call>\n<function=code_interpreter>\n</function>\n</tool_call>",
+            Action("invalid", reason="tool call without a code parameter"),
+        ),
+        (
+            # cut off by the token limit
+            "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nx = 1\nprint(x)",
+            Action("call", code="x = 1\nprint(x)"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_parse_raw_action(text: str, expected: Action) -> None:
     assert parse_raw_action(text, ANSWER_MARKER) == expected
 
@@ -42,15 +55,30 @@ def _native(*calls: ToolCall, text: str = "") -> Completion:
     [
         (_native(text="\\boxed{3}"), Action("answer")),
         (_native(ToolCall("code_interpreter", '{"code": "print(3)"}')), Action("call", code="print(3)")),
-        (_native(ToolCall("code_interpreter", "{not json")), Action("invalid", reason="tool arguments are not valid JSON")),
-        (_native(ToolCall("web_search", '{"q": "x"}')), Action("invalid", reason="unknown tool 'web_search'")),
-        (_native(ToolCall("code_interpreter", '{"code": ""}')), Action("invalid", reason="tool call without a code string")),
-        (_native(ToolCall("code_interpreter", '{"code": "1"}'), ToolCall("code_interpreter", '{"code": "2"}')),
-         Action("invalid", reason="more than one tool call in a turn")),
-        (_native(ToolCall("code_interpreter", '{"code": "1"}'), text="\\boxed{1}"),
-         Action("invalid", reason="a tool call and a final answer in the same turn")),
+        (
+            _native(ToolCall("code_interpreter", "{not json")),
+            Action("invalid", reason="tool arguments are not valid JSON"),
+        ),
+        (
+            _native(ToolCall("web_search", '{"q": "x"}')),
+            Action("invalid", reason="unknown tool 'web_search'"),
+        ),
+        (
+            _native(ToolCall("code_interpreter", '{"code": ""}')),
+            Action("invalid", reason="tool call without a code string"),
+        ),
+        (
+            _native(
+                ToolCall("code_interpreter", '{"code": "1"}'), ToolCall("code_interpreter", '{"code": "2"}')
+            ),
+            Action("invalid", reason="more than one tool call in a turn"),
+        ),
+        (
+            _native(ToolCall("code_interpreter", '{"code": "1"}'), text="\\boxed{1}"),
+            Action("invalid", reason="a tool call and a final answer in the same turn"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_parse_native_action(completion: Completion, expected: Action) -> None:
     assert parse_native_action(completion, ANSWER_MARKER) == expected
 
@@ -67,14 +95,20 @@ def test_truncate_tail_keeps_the_end_within_the_budget() -> None:
 
 def _solve_with_tool(code: str):
     """Turn 0 calls the tool; turn 1 boxes whatever the tool printed."""
-    return [Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": {"code": code}}]),
-            lambda observation, body: f"The tool printed {observation.strip()}, so \\boxed{{{observation.strip()}}}."]  # fmt: skip
+    return [
+        Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": {"code": code}}]),
+        lambda observation, body: (
+            f"The tool printed {observation.strip()}, so \\boxed{{{observation.strip()}}}."
+        ),
+    ]
 
 
 def _always_call(output_chars: int = 1):
-    code = "print({i}); print('y' * %d)" % output_chars
-    return [Reply(tool_calls=[{"name": "code_interpreter", "arguments": {"code": code.format(i=i)}}])
-            for i in range(10)]  # fmt: skip
+    code = "print({i}); print('y' * " + str(output_chars) + ")"
+    return [
+        Reply(tool_calls=[{"name": "code_interpreter", "arguments": {"code": code.format(i=i)}}])
+        for i in range(10)
+    ]
 
 
 RETOOL = ("--mode=retool", "--limit=1", "--val-n=2", "--sandbox-timeout=5")
@@ -88,7 +122,11 @@ def test_a_tool_call_then_an_answer(run_suite, protocol: str) -> None:
     result.assert_outcomes(passed=1)
     (problem,), (summary,) = read_results(out)
     generation = problem["generations"][0]
-    assert (generation["correct"], generation["formatted"], generation["stop_reason"]) == (True, True, "answer")
+    assert (generation["correct"], generation["formatted"], generation["stop_reason"]) == (
+        True,
+        True,
+        "answer",
+    )
     assert (generation["code_calls"], generation["turns"], generation["code_ok"]) == (1, 2, 1)
     roles = [(e["role"], e.get("action"), e.get("status")) for e in generation["transcript"]]
     assert roles == [("assistant", "call", None), ("tool", None, "ok"), ("assistant", "answer", None)]
@@ -123,7 +161,11 @@ def test_invalid_protocol_stops_with_its_reason(run_suite) -> None:
         result, out = run_suite(f"--endpoint={server.url}", *RETOOL)
     (problem,), _ = read_results(out)
     generation = problem["generations"][0]
-    assert (generation["stop_reason"], generation["code_calls"], generation["turns"]) == ("invalid_protocol", 0, 1)
+    assert (generation["stop_reason"], generation["code_calls"], generation["turns"]) == (
+        "invalid_protocol",
+        0,
+        1,
+    )
     assert generation["transcript"][0]["invalid_reason"] == "a tool call and a final answer in the same turn"
 
 

@@ -343,9 +343,7 @@ def write_minimal_xlsx(path: Path, rows: list[list[str | int]] = XLSX_ROWS) -> N
     }
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, body in parts.items():
-            archive.writestr(
-                name, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n' + body
-            )
+            archive.writestr(name, '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n' + body)
 
 
 ATTACHMENT_WRITERS: dict[str, Callable[[Path], None]] = {

@@ -82,12 +82,8 @@ def test_test_split_has_no_answers(gaia_root: Path) -> None:
     assert tasks[1].file_path == gaia_root / "2023" / "test" / "notes.txt"
 
 
-@pytest.mark.parametrize(
-    "where", ["", "2023", "2023/validation", "2023/validation/metadata.parquet"]
-)
-def test_path_may_point_at_root_year_split_or_metadata(
-    make_gaia: Callable[..., Path], where: str
-) -> None:
+@pytest.mark.parametrize("where", ["", "2023", "2023/validation", "2023/validation/metadata.parquet"])
+def test_path_may_point_at_root_year_split_or_metadata(make_gaia: Callable[..., Path], where: str) -> None:
     root = make_gaia("parquet")
     assert len(load_gaia("validation", root / where)) == 12
 
@@ -134,10 +130,7 @@ def test_path_to_another_file(tmp_path: Path) -> None:
     (tmp_path / "x.csv").write_text("", encoding="utf-8")
     with pytest.raises(GaiaUnavailable) as info:
         load_gaia("test", tmp_path / "x.csv")
-    assert (
-        str(info.value)
-        == f"GAIA path {tmp_path / 'x.csv'} is a file; pass the dataset folder instead"
-    )
+    assert str(info.value) == f"GAIA path {tmp_path / 'x.csv'} is a file; pass the dataset folder instead"
 
 
 def test_unknown_split() -> None:
@@ -181,8 +174,7 @@ def test_level_may_be_int_float_or_string(tmp_path: Path, level: Any, parsed: in
 def test_bad_level(tmp_path: Path, level: Any) -> None:
     split_dir = _jsonl_dir(tmp_path, _row("t1", Level=level))
     assert _data_error(tmp_path) == (
-        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): "
-        f"Level {level!r} is not a positive integer"
+        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): Level {level!r} is not a positive integer"
     )
 
 
@@ -213,16 +205,14 @@ def test_duplicate_task_ids(tmp_path: Path) -> None:
 def test_bad_task_id(tmp_path: Path, task_id: Any) -> None:
     split_dir = _jsonl_dir(tmp_path, _row(task_id))
     assert _data_error(tmp_path) == (
-        f"{split_dir / 'metadata.jsonl'} line 1: "
-        f"task_id must be a non-empty string, got {task_id!r}"
+        f"{split_dir / 'metadata.jsonl'} line 1: task_id must be a non-empty string, got {task_id!r}"
     )
 
 
 def test_missing_attachment(tmp_path: Path) -> None:
     split_dir = _jsonl_dir(tmp_path, _row("t1", file_name="gone.png"))
     assert _data_error(tmp_path) == (
-        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): attachment 'gone.png' is missing "
-        f"from {split_dir}"
+        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): attachment 'gone.png' is missing from {split_dir}"
     )
 
 
@@ -230,8 +220,7 @@ def test_missing_attachment(tmp_path: Path) -> None:
 def test_attachment_name_must_be_a_plain_file_name(tmp_path: Path, file_name: str) -> None:
     split_dir = _jsonl_dir(tmp_path, _row("t1", file_name=file_name))
     assert _data_error(tmp_path) == (
-        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): file_name {file_name!r} "
-        "is not a plain file name"
+        f"{split_dir / 'metadata.jsonl'} line 1 (task t1): file_name {file_name!r} is not a plain file name"
     )
 
 
@@ -269,15 +258,14 @@ def test_unreadable_parquet(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("metadata", "steps", "tools"),
     [
-        ({"Number of steps": "5", "Tools": "1. Search\n2) Python\n- OCR\n"}, 5,
-         ("Search", "Python", "OCR")),
+        ({"Number of steps": "5", "Tools": "1. Search\n2) Python\n- OCR\n"}, 5, ("Search", "Python", "OCR")),
         ({"Number of steps": 4, "Tools": ["web", "pdf"]}, 4, ("web", "pdf")),
         ({"Number of steps": "five", "Tools": "None"}, None, ()),
         ('{"Number of steps": "7", "Tools": "1. calculator"}', 7, ("calculator",)),
         ("not metadata", None, ()),
         (None, None, ()),
     ],
-)  # fmt: skip
+)
 def test_annotator_metadata_parsing(
     tmp_path: Path, metadata: Any, steps: int | None, tools: tuple[str, ...]
 ) -> None:
@@ -352,9 +340,7 @@ def test_hub_download_of_one_split(
     ]
 
 
-def test_explicit_token_wins(
-    monkeypatch: pytest.MonkeyPatch, make_gaia: Callable[..., Path]
-) -> None:
+def test_explicit_token_wins(monkeypatch: pytest.MonkeyPatch, make_gaia: Callable[..., Path]) -> None:
     hub = _FakeHub(make_gaia("jsonl"))
     monkeypatch.setattr("huggingface_hub.snapshot_download", hub)
     monkeypatch.setenv("HF_TOKEN", "from-env")
@@ -388,9 +374,7 @@ def _named_error(name: str, message: str) -> Exception:
         ),
     ],
 )
-def test_hub_errors_are_one_line(
-    monkeypatch: pytest.MonkeyPatch, error: Exception, message: str
-) -> None:
+def test_hub_errors_are_one_line(monkeypatch: pytest.MonkeyPatch, error: Exception, message: str) -> None:
     monkeypatch.setattr("huggingface_hub.snapshot_download", _FakeHub(error=error))
     with pytest.raises(GaiaUnavailable) as info:
         load_gaia("validation", token="hf_x")

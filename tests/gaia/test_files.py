@@ -101,23 +101,17 @@ def test_media_files_get_a_not_supported_note(tmp_path: Path, name: str, kind: s
 
 def test_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "gone.txt"
-    assert read_attachment(path) == AttachmentText(
-        "", "missing", False, f"attachment not found: {path}"
-    )
+    assert read_attachment(path) == AttachmentText("", "missing", False, f"attachment not found: {path}")
 
 
 def test_text_is_capped_at_max_chars(tmp_path: Path) -> None:
     (tmp_path / "long.txt").write_text("x" * 100, encoding="utf-8")
-    assert read_attachment(tmp_path / "long.txt", max_chars=10) == AttachmentText(
-        "x" * 10, "text", True
-    )
+    assert read_attachment(tmp_path / "long.txt", max_chars=10) == AttachmentText("x" * 10, "text", True)
 
 
 def test_text_of_exactly_max_chars_is_not_truncated(tmp_path: Path) -> None:
     (tmp_path / "exact.txt").write_text("é" * 10, encoding="utf-8")
-    assert read_attachment(tmp_path / "exact.txt", max_chars=10) == AttachmentText(
-        "é" * 10, "text", False
-    )
+    assert read_attachment(tmp_path / "exact.txt", max_chars=10) == AttachmentText("é" * 10, "text", False)
 
 
 def test_huge_file_is_not_read_whole(tmp_path: Path) -> None:
@@ -160,8 +154,7 @@ def test_xlsx_rows_become_tab_separated_lines(tmp_path: Path, synthetic: ModuleT
     pytest.importorskip("openpyxl")
     synthetic.write_minimal_xlsx(tmp_path / "budget.xlsx")
     expected = (
-        "## sheet: Budget\nItem\tQ1\tQ2\tQ3\n"
-        "Rent\t400\t400\t410\nFood\t300\t310\t512\nTravel\t100\t150\t312"
+        "## sheet: Budget\nItem\tQ1\tQ2\tQ3\nRent\t400\t400\t410\nFood\t300\t310\t512\nTravel\t100\t150\t312"
     )
     assert read_attachment(tmp_path / "budget.xlsx") == AttachmentText(expected, "xlsx", False)
 
@@ -189,9 +182,7 @@ def test_missing_pypdf_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.Mon
     )
 
 
-def test_missing_openpyxl_is_one_clear_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_openpyxl_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openpyxl", None)
     (tmp_path / "sheet.xlsx").write_bytes(b"PK")
     assert read_attachment(tmp_path / "sheet.xlsx") == AttachmentText(

@@ -18,11 +18,7 @@ def _item(level: int, correct: bool | None, **fields: object) -> GaiaItemResult:
 
 def _results(table: dict[int, tuple[int, int]]) -> list[GaiaItemResult]:
     """{level: (correct, total)} as result items."""
-    return [
-        _item(level, index < hits)
-        for level, (hits, total) in table.items()
-        for index in range(total)
-    ]
+    return [_item(level, index < hits) for level, (hits, total) in table.items() for index in range(total)]
 
 
 def test_seed_example_levels_and_drop_rates() -> None:
@@ -144,9 +140,15 @@ def test_tokens_latency_and_errors() -> None:
 
 @pytest.mark.parametrize(
     ("values", "q", "expected"),
-    [([], 50, None), ([7.0], 95, 7.0), ([1.0, 2.0, 3.0], 50, 2.0), ([3.0, 1.0], 50, 2.0),
-     ([1.0, 2.0, 3.0, 4.0, 5.0], 0, 1.0), ([1.0, 2.0, 3.0, 4.0, 5.0], 100, 5.0)],
-)  # fmt: skip
+    [
+        ([], 50, None),
+        ([7.0], 95, 7.0),
+        ([1.0, 2.0, 3.0], 50, 2.0),
+        ([3.0, 1.0], 50, 2.0),
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 0, 1.0),
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 100, 5.0),
+    ],
+)
 def test_percentile(values: list[float], q: float, expected: float | None) -> None:
     assert percentile(values, q) == expected
 

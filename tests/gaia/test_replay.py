@@ -33,23 +33,17 @@ def _replayed(root: Path, synthetic: ModuleType, unordered: bool = False) -> dic
         correct = question_scorer(extracted.answer, task.final_answer, unordered_lists=unordered)
         verdicts[keys[task.task_id]] = correct
         methods[keys[task.task_id]] = extracted.method
-        results.append(
-            GaiaItemResult(task.task_id, task.level, correct, 2, task.annotator_steps, 100, 1.0)
-        )
+        results.append(GaiaItemResult(task.task_id, task.level, correct, 2, task.annotator_steps, 100, 1.0))
     return {"verdicts": verdicts, "methods": methods, "summary": summarize_gaia(results)}
 
 
-def test_replayed_verdicts_are_the_expected_official_ones(
-    gaia_root: Path, synthetic: ModuleType
-) -> None:
+def test_replayed_verdicts_are_the_expected_official_ones(gaia_root: Path, synthetic: ModuleType) -> None:
     assert _replayed(gaia_root, synthetic)["verdicts"] == synthetic.REPLAY_EXPECTED
 
 
 def test_replay_uses_every_extraction_method(gaia_root: Path, synthetic: ModuleType) -> None:
     methods = _replayed(gaia_root, synthetic)["methods"]
-    expected = {
-        s.key: synthetic.REPLAY_METHODS.get(s.key, "final_answer") for s in synthetic.VALIDATION
-    }
+    expected = {s.key: synthetic.REPLAY_METHODS.get(s.key, "final_answer") for s in synthetic.VALIDATION}
     assert methods == expected
 
 

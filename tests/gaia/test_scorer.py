@@ -99,9 +99,7 @@ def test_question_scorer_matches_table(truth: str, answer: str | None, expected:
 
 
 @pytest.mark.parametrize(("truth", "answer", "expected"), ALL_CASES)
-def test_table_expectations_are_the_official_verdicts(
-    truth: str, answer: str | None, expected: bool
-) -> None:
+def test_table_expectations_are_the_official_verdicts(truth: str, answer: str | None, expected: bool) -> None:
     assert _official(answer, truth) is expected
 
 
@@ -155,10 +153,9 @@ def test_unordered_option_does_not_change_numbers_or_strings(truth: str, answer:
         ("A,B", "a, b", True, "list", "all 2 elements match in order"),
         ("The USA", "USA", False, "string", "normalised 'theusa' != 'usa'"),
         ("St Petersburg", "St. P", False, "string", "normalised 'stpetersburg' != 'stp'"),
-        ("StPetersburg!", "St. Petersburg", True, "string",
-         "normalised 'stpetersburg' == 'stpetersburg'"),
+        ("StPetersburg!", "St. Petersburg", True, "string", "normalised 'stpetersburg' == 'stpetersburg'"),
     ],
-)  # fmt: skip
+)
 def test_score_with_reason_explains_the_verdict(
     answer: str, truth: str, correct: bool, rule: str, reason: str
 ) -> None:
@@ -180,16 +177,12 @@ def test_unordered_failure_names_the_unmatched_element() -> None:
         (["a", "b"], "a, b", False),  # "['a'" keeps its punctuation in a list
     ],
 )
-def test_non_string_answers_are_coerced_with_str(
-    answer: object, truth: str, expected: bool
-) -> None:
+def test_non_string_answers_are_coerced_with_str(answer: object, truth: str, expected: bool) -> None:
     assert question_scorer(answer, truth) is expected
 
 
 @pytest.mark.parametrize(("truth", "answer", "expected"), [(17, "17", True), (0.5, "1/2", False)])
-def test_non_string_ground_truth_is_coerced_with_str(
-    truth: object, answer: str, expected: bool
-) -> None:
+def test_non_string_ground_truth_is_coerced_with_str(truth: object, answer: str, expected: bool) -> None:
     assert question_scorer(answer, truth) is expected  # type: ignore[arg-type]
 
 
@@ -207,10 +200,45 @@ def test_list_length_mismatch_does_not_warn() -> None:
 # --- agreement with the official scorer on generated pairs -------------------
 
 _PIECES = [
-    "17", "1000", "1,000", "0.5", ".5", "1e3", "-3", "42.0", "$", "%", ",", ";", " ", "  ",
-    "a", "B", "Paris", "the", "St.", "it's", "it\u2019s", "!", "?", "-", "(x)", "[", "]",
-    "\t", "\n", "é", "東", "inf", "nan", "None", "_", "+", "/", "apples",
-]  # fmt: skip
+    "17",
+    "1000",
+    "1,000",
+    "0.5",
+    ".5",
+    "1e3",
+    "-3",
+    "42.0",
+    "$",
+    "%",
+    ",",
+    ";",
+    " ",
+    "  ",
+    "a",
+    "B",
+    "Paris",
+    "the",
+    "St.",
+    "it's",
+    "it\u2019s",
+    "!",
+    "?",
+    "-",
+    "(x)",
+    "[",
+    "]",
+    "\t",
+    "\n",
+    "é",
+    "東",
+    "inf",
+    "nan",
+    "None",
+    "_",
+    "+",
+    "/",
+    "apples",
+]
 
 
 def _random_text(rng: random.Random) -> str:
@@ -254,6 +282,4 @@ def test_generated_pairs_cover_every_rule_and_both_verdicts() -> None:
         answer = _mutate(rng, truth) if rng.random() < 0.7 else _random_text(rng)
         result = score_with_reason(answer, truth)
         seen.add((result.rule, result.correct))
-    assert seen == {
-        (rule, verdict) for rule in ("number", "list", "string") for verdict in (True, False)
-    }
+    assert seen == {(rule, verdict) for rule in ("number", "list", "string") for verdict in (True, False)}

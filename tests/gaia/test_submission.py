@@ -56,9 +56,7 @@ def test_an_existing_file_is_replaced_whole(tmp_path: Path) -> None:
         ([("", "a", None)], "GAIA submission row with an empty task_id"),
     ],
 )
-def test_bad_rows_write_nothing(
-    tmp_path: Path, rows: list[tuple[str, str, None]], message: str
-) -> None:
+def test_bad_rows_write_nothing(tmp_path: Path, rows: list[tuple[str, str, None]], message: str) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text("previous\n", encoding="utf-8")
     with pytest.raises(ValueError, match=message):

@@ -95,9 +95,7 @@ def test_partial_output_survives_the_timeout(sb):
 def test_memory_bomb_raises_memory_error_and_evaluator_is_unaffected(sb):
     huge = sb.run_sync("x = ' ' * 10**11")
     # np.empty does not touch its pages: the 1 GiB RLIMIT_AS is reached in milliseconds
-    growing = sb.run_sync(
-        "import numpy as np\na = []\nwhile True:\n    a.append(np.empty(10**8, np.uint8))"
-    )
+    growing = sb.run_sync("import numpy as np\na = []\nwhile True:\n    a.append(np.empty(10**8, np.uint8))")
     assert (huge.status, growing.status) == ("error", "error")
     assert huge.output.rstrip().endswith("MemoryError")
     assert growing.output.rstrip().endswith(

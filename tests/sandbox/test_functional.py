@@ -185,9 +185,14 @@ def test_stats_count_every_outcome():
         stats = sandbox.stats()
     finally:
         sandbox.close()
-    assert {
-        k: stats[k] for k in ("calls", "ok", "error", "timeout", "killed", "sandbox_error")
-    } == {"calls": 4, "ok": 2, "error": 1, "timeout": 1, "killed": 0, "sandbox_error": 0}
+    assert {k: stats[k] for k in ("calls", "ok", "error", "timeout", "killed", "sandbox_error")} == {
+        "calls": 4,
+        "ok": 2,
+        "error": 1,
+        "timeout": 1,
+        "killed": 0,
+        "sandbox_error": 0,
+    }
     assert (stats["success_rate"], stats["error_rate"], stats["timeout_rate"]) == (0.5, 0.25, 0.25)
     assert set(stats["latency_ms"]) == {"p50", "p95", "p99", "mean"}
     assert stats["latency_ms"]["p99"] >= 1000.0  # the timed-out call

@@ -4,7 +4,6 @@ export of the official result files, progressive mode, the embedded model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +26,7 @@ def oracle_text(entry) -> str:
     """A correct call: every parameter with an allowed value other than "" gets the first."""
     calls = []
     for call in entry.ground_truth:
-        (name, params), = call.items()
+        ((name, params),) = call.items()
         chosen = {k: next((x for x in v if x != ""), None) for k, v in params.items()}
         arguments = ", ".join(f"{k}={v!r}" for k, v in chosen.items() if v is not None)
         calls.append(f"{name}({arguments})")
@@ -54,7 +53,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     ],
 )
 def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, categories: set) -> None:
-    result = bfcl.runpytest_subprocess("--co", "-q", "-m", marker, "--strict-markers", "--model-path=replay:none")
+    result = bfcl.runpytest_subprocess(
+        "--co", "-q", "-m", marker, "--strict-markers", "--model-path=replay:none"
+    )
     ids = [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line]
     expected = [e.id for e in load_bfcl(sorted(categories))]
     assert sorted(ids) == sorted(expected)
@@ -63,19 +64,30 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
 def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pytester) -> None:
     simple = load_bfcl(["simple_python"])[:3]
     irrelevant = load_bfcl(["irrelevance"])[:2]
-    texts = {simple[0].id: oracle_text(simple[0]), simple[1].id: oracle_text(simple[1]),
-             simple[2].id: "I would call a function here.", irrelevant[0].id: "None of these functions fit.",
-             irrelevant[1].id: oracle_text(simple[0])}  # fmt: skip
-    replay = write_jsonl(bfcl.path / "replay.jsonl",
-                         [{"problem_id": k, "sample_index": 0, "text": v} for k, v in texts.items()])  # fmt: skip
+    texts = {
+        simple[0].id: oracle_text(simple[0]),
+        simple[1].id: oracle_text(simple[1]),
+        simple[2].id: "I would call a function here.",
+        irrelevant[0].id: "None of these functions fit.",
+        irrelevant[1].id: oracle_text(simple[0]),
+    }
+    replay = write_jsonl(
+        bfcl.path / "replay.jsonl",
+        [{"problem_id": k, "sample_index": 0, "text": v} for k, v in texts.items()],
+    )
     selection = [f"test_bfcl.py::test_bfcl[{item}]" for item in texts]
     result = run(bfcl, f"--model-path=replay:{replay}", *selection)
     result.assert_outcomes(passed=3, failed=2)
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
     expected = {e.id: score_text(e, texts[e.id]).verdict.valid for e in simple + irrelevant}
     assert {p["problem_id"]: p["generations"][0]["valid"] for p in problems} == expected
-    assert expected == {simple[0].id: True, simple[1].id: True, simple[2].id: False,
-                        irrelevant[0].id: True, irrelevant[1].id: False}  # fmt: skip
+    assert expected == {
+        simple[0].id: True,
+        simple[1].id: True,
+        simple[2].id: False,
+        irrelevant[0].id: True,
+        irrelevant[1].id: False,
+    }
     assert summary["per_category"]["simple_python"]["accuracy"] == pytest.approx(2 / 3)
     assert summary["per_category"]["irrelevance"]["accuracy"] == 0.5
     assert summary["groups"]["simple"] == pytest.approx(2 / 3) and summary["groups"]["irrelevance"] == 0.5
@@ -85,15 +97,24 @@ def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pyte
     again = run(bfcl, "--model-path=replay:r.jsonl", "--agenteval-out=again.jsonl", *selection)
     again.assert_outcomes(passed=3, failed=2)
     replayed, _ = read_results(bfcl.path / "again.jsonl")
-    assert [p["generations"][0]["error_type"] for p in replayed] == [p["generations"][0]["error_type"] for p in problems]
+    assert [p["generations"][0]["error_type"] for p in replayed] == [
+        p["generations"][0]["error_type"] for p in problems
+    ]
 
 
 def test_export_writes_the_official_result_files(bfcl: pytest.Pytester) -> None:
     entries = load_bfcl(["simple_python"])[:2]
-    replay = write_jsonl(bfcl.path / "replay.jsonl",
-                         [{"problem_id": e.id, "sample_index": 0, "text": oracle_text(e)} for e in entries])  # fmt: skip
-    result = run(bfcl, f"--model-path=replay:{replay}", *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in entries),
-                 "--bfcl-export-dir=export", "--model-name=my-model")  # fmt: skip
+    replay = write_jsonl(
+        bfcl.path / "replay.jsonl",
+        [{"problem_id": e.id, "sample_index": 0, "text": oracle_text(e)} for e in entries],
+    )
+    result = run(
+        bfcl,
+        f"--model-path=replay:{replay}",
+        *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in entries),
+        "--bfcl-export-dir=export",
+        "--model-name=my-model",
+    )
     result.assert_outcomes(passed=2)
     (path,) = (bfcl.path / "export").rglob("BFCL_v4_simple_python_result.json")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -107,8 +128,13 @@ def test_progressive_mode_stops_a_failing_category_after_five(bfcl: pytest.Pytes
     rows = [{"problem_id": e.id, "sample_index": 0, "text": oracle_text(e)} for e in simple]
     rows += [{"problem_id": e.id, "sample_index": 0, "text": "no idea"} for e in multiple]
     replay = write_jsonl(bfcl.path / "replay.jsonl", rows)
-    result = run(bfcl, f"--model-path=replay:{replay}", "--bfcl-progressive=0.5", "-rs",
-                 *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in simple + multiple))  # fmt: skip
+    result = run(
+        bfcl,
+        f"--model-path=replay:{replay}",
+        "--bfcl-progressive=0.5",
+        "-rs",
+        *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in simple + multiple),
+    )
     assert result.parseoutcomes() == {"passed": 60, "failed": 5, "skipped": 3}  # multiple: first stage only
     _, (summary,) = read_results(bfcl.path / "r.jsonl")
     assert summary["complete"] is True and summary["per_category"]["simple_python"]["total"] == 60

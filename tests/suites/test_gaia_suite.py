@@ -5,7 +5,6 @@ submission, a user's own agent, and the default agent on the embedded model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -59,7 +58,8 @@ def test_replay_gives_per_level_accuracy_and_drop_rates(gaia: pytest.Pytester, l
     result.assert_outcomes(passed=8, failed=4)
     problems, (summary,) = read_results(gaia.path / "r.jsonl")
     assert {p["problem_id"]: p["pass_at_n"] for p in problems} == {
-        make_synthetic.task_id("validation", key): verdict for key, verdict in make_synthetic.REPLAY_EXPECTED.items()
+        make_synthetic.task_id("validation", key): verdict
+        for key, verdict in make_synthetic.REPLAY_EXPECTED.items()
     }
     levels = {level: (v["correct"], v["total"]) for level, v in summary["per_level"].items()}
     assert levels == {"1": (4, 5), "2": (3, 4), "3": (1, 3)}
@@ -89,11 +89,14 @@ def test_level_marker_selects_level_one_only(gaia: pytest.Pytester) -> None:
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
-        ((), "GAIA is gated: accept the terms at https://huggingface.co/datasets/gaia-benchmark/GAIA and set "
-             "HF_TOKEN, or pass --gaia-path DIR"),
+        (
+            (),
+            "GAIA is gated: accept the terms at https://huggingface.co/datasets/gaia-benchmark/GAIA and set "
+            "HF_TOKEN, or pass --gaia-path DIR",
+        ),
         (("--gaia-path=missing",), "GAIA path missing does not exist"),
     ],
-)  # fmt: skip
+)
 def test_no_access_skips_with_one_line(gaia: pytest.Pytester, monkeypatch, args: tuple, reason: str) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(gaia.path / "hf"))  # no stored login token either
@@ -106,14 +109,25 @@ def test_no_access_skips_with_one_line(gaia: pytest.Pytester, monkeypatch, args:
 def test_test_split_writes_the_leaderboard_submission(gaia: pytest.Pytester) -> None:
     root = make_synthetic.make_synthetic_gaia(gaia.path / "GAIA")
     tasks = load_gaia("test", root)
-    replay = write_jsonl(gaia.path / "replay.jsonl", [
-        {"problem_id": t.task_id, "sample_index": 0, "text": f"Thinking.\nFINAL ANSWER: [{i}]"} for i, t in enumerate(tasks)
-    ])  # fmt: skip
-    result = run(gaia, f"--gaia-path={root}", f"--model-path=replay:{replay}", "--gaia-split=test",
-                 "--gaia-submission=submission.jsonl")  # fmt: skip
+    replay = write_jsonl(
+        gaia.path / "replay.jsonl",
+        [
+            {"problem_id": t.task_id, "sample_index": 0, "text": f"Thinking.\nFINAL ANSWER: [{i}]"}
+            for i, t in enumerate(tasks)
+        ],
+    )
+    result = run(
+        gaia,
+        f"--gaia-path={root}",
+        f"--model-path=replay:{replay}",
+        "--gaia-split=test",
+        "--gaia-submission=submission.jsonl",
+    )
     assert result.ret == 0
     rows = [json.loads(line) for line in (gaia.path / "submission.jsonl").read_text().splitlines()]
-    assert [(r["task_id"], r["model_answer"]) for r in rows] == [(t.task_id, str(i)) for i, t in enumerate(tasks)]
+    assert [(r["task_id"], r["model_answer"]) for r in rows] == [
+        (t.task_id, str(i)) for i, t in enumerate(tasks)
+    ]
     assert rows[0]["reasoning_trace"] == "Thinking.\nFINAL ANSWER: [0]"
     _, (summary,) = read_results(gaia.path / "r.jsonl")
     assert (summary["scored"], summary["submission"]) == (0, "submission.jsonl")
@@ -136,5 +150,10 @@ def test_default_agent_runs_on_the_embedded_model(gaia: pytest.Pytester) -> None
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 2
     problems, (summary,) = read_results(gaia.path / "r.jsonl")
     generation = problems[0]["generations"][0]
-    assert generation["text"] and generation["extraction"] in ("final_answer", "answer_label", "last_line", "none")
+    assert generation["text"] and generation["extraction"] in (
+        "final_answer",
+        "answer_label",
+        "last_line",
+        "none",
+    )
     assert summary["model"]["backend"] == "embedded" and summary["temperature"] == 0.0
