@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.testing import start_server_process, stop_server_process  # noqa: E402
 
+PYTEST = [sys.executable, "-m", "pytest", "suites/aime25", "-q", "-p", "no:cacheprovider"]
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -64,13 +65,7 @@ def pytest_command(
 ) -> list[str]:
     out = Path(tempfile.mkdtemp()) / "results.jsonl"
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/aime25",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *PYTEST,
         f"--dataset-path={data}",
         f"--endpoint={url}",
         f"--val-n={args.samples}",
@@ -152,20 +147,7 @@ def scale(args: argparse.Namespace, folder: Path) -> None:
     for problems in (2500, 5000, 10000):
         data, replay = write_synthetic(folder, problems, args.samples)
         if problems == 10000:
-            collect = run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "suites/aime25",
-                    "--co",
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    f"--dataset-path={data}",
-                    f"--model-path=replay:{replay}",
-                ]
-            )
+            collect = run([*PYTEST, "--co", f"--dataset-path={data}", f"--model-path=replay:{replay}"])
             print(
                 f"{'collect 10000 items (--co)':<34}{collect['wall']:8.2f}{10000 / collect['wall']:9.0f}"
                 f"{collect['rss_mb']:12.0f}{'':>9}"
@@ -173,13 +155,7 @@ def scale(args: argparse.Namespace, folder: Path) -> None:
         out = folder / f"results-{problems}.jsonl"
         result = run(
             [
-                sys.executable,
-                "-m",
-                "pytest",
-                "suites/aime25",
-                "-q",
-                "-p",
-                "no:cacheprovider",
+                *PYTEST,
                 f"--dataset-path={data}",
                 f"--model-path=replay:{replay}",
                 f"--agenteval-out={out}",

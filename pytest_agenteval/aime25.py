@@ -9,7 +9,7 @@ from . import data
 from .options import Settings
 from .records import Problem, Rollout, Score, content_hash, sample_seed
 from .scorers import MATH_SCORERS, math_verify_version, normalize_integer_answer
-from .suite import DataError, RolloutContext, Suite
+from .suite import DataError, RolloutContext, Suite, single_turn_rollout
 
 TEXT_ONLY_SUFFIX = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
 
@@ -56,18 +56,7 @@ class Aime25(Suite):
             completion, extra = await _from_shared_request(ctx, messages)
         else:
             completion = await ctx.sampler.complete(messages, ctx.params())
-        return Rollout(
-            text=completion.text,
-            stop_reason="length" if completion.finish_reason == "length" else "answer",
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-            attempts=completion.attempts,
-            retries=max(0, completion.attempts - 1),
-            cached=completion.cached,
-            extra=extra,
-        )
+        return single_turn_rollout(completion, extra)
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         return MATH_SCORERS[settings.effective_scorer](rollout.text, problem.reference)

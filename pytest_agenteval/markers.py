@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-BFCL_CATEGORIES = (
-    "simple_python",
-    "simple_java",
-    "simple_javascript",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "live_irrelevance",
-    "live_relevance",
-)
+# Every official BFCL category (in the leaderboard's order) and its summary group; both
+# are markers of the category's items.
+BFCL_GROUP: dict[str, str] = {
+    "simple_python": "simple",
+    "simple_java": "simple",
+    "simple_javascript": "simple",
+    "multiple": "multiple",
+    "parallel": "parallel",
+    "parallel_multiple": "parallel_multiple",
+    "irrelevance": "irrelevance",
+    "live_simple": "simple",
+    "live_multiple": "multiple",
+    "live_parallel": "parallel",
+    "live_parallel_multiple": "parallel_multiple",
+    "live_irrelevance": "irrelevance",
+    "live_relevance": "relevance",
+}
+BFCL_CATEGORIES: tuple[str, ...] = tuple(BFCL_GROUP)
 
 MARKERS: dict[str, str] = {
     "aime25": "AIME 2025 problems",

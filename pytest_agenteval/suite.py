@@ -19,7 +19,7 @@ from .records import Problem, ProblemRecord, Rollout, Score, content_hash
 
 if TYPE_CHECKING:
     from .options import Settings
-    from .samplers import Sampler, SamplingParams
+    from .samplers import Completion, Sampler, SamplingParams
 
 
 class DataError(Exception):
@@ -48,6 +48,22 @@ class RolloutContext:
             max_tokens=max_tokens or self.sampling["max_tokens"],
             seed=self.seed if seed is None else seed,
         )
+
+
+def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None = None) -> Rollout:
+    """The rollout of a suite that asks once and scores the reply."""
+    return Rollout(
+        text=completion.text,
+        stop_reason="length" if completion.finish_reason == "length" else "answer",
+        finish_reason=completion.finish_reason,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        attempts=completion.attempts,
+        retries=max(0, completion.attempts - 1),
+        cached=completion.cached,
+        extra=dict(extra or {}),
+    )
 
 
 class Suite:

@@ -14,42 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VERSION_PREFIX = "BFCL_v4"
+from ..markers import BFCL_CATEGORIES as CATEGORIES
+from ..markers import BFCL_GROUP as _GROUP_MARKER
 
-CATEGORIES: tuple[str, ...] = (
-    "simple_python",
-    "simple_java",
-    "simple_javascript",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "irrelevance",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "live_irrelevance",
-    "live_relevance",
-)
+VERSION_PREFIX = "BFCL_v4"
 
 # Categories scored without a ground truth (no possible_answer file).
 NO_GROUND_TRUTH: frozenset[str] = frozenset({"irrelevance", "live_irrelevance", "live_relevance"})
-
-_GROUP_MARKER: dict[str, str] = {
-    "simple_python": "simple",
-    "simple_java": "simple",
-    "simple_javascript": "simple",
-    "live_simple": "simple",
-    "multiple": "multiple",
-    "live_multiple": "multiple",
-    "parallel": "parallel",
-    "live_parallel": "parallel",
-    "parallel_multiple": "parallel_multiple",
-    "live_parallel_multiple": "parallel_multiple",
-    "irrelevance": "irrelevance",
-    "live_irrelevance": "irrelevance",
-    "live_relevance": "relevance",
-}
 
 _MISSING_DATA_FIX = "pip install --no-deps bfcl-eval, or pass --bfcl-data-dir DIR"
 

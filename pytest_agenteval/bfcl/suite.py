@@ -9,7 +9,7 @@ from typing import Any
 
 from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
-from ..suite import DataError, RolloutContext, Suite
+from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
 from ._data import CATEGORIES, BfclDataError, BfclEntry, category_markers, load_bfcl
 from ._export import export_official_results
 from ._metrics import BfclItemResult, summarize_bfcl
@@ -92,18 +92,7 @@ class Bfcl(Suite):
         tools = native_tools(entry.functions, entry.language) if native else None
         completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
         calls = [{"name": c.name, "arguments": c.arguments} for c in completion.tool_calls]
-        return Rollout(
-            text=completion.text,
-            stop_reason="length" if completion.finish_reason == "length" else "answer",
-            finish_reason=completion.finish_reason,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            latency_s=completion.latency_s,
-            attempts=completion.attempts,
-            retries=max(0, completion.attempts - 1),
-            cached=completion.cached,
-            extra={"tool_calls": calls} if native else {},
-        )
+        return single_turn_rollout(completion, {"tool_calls": calls} if native else {})
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         entry: BfclEntry = problem.payload
