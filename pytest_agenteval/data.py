@@ -108,7 +108,7 @@ def _load_hub(source: str, option: str, revision: str | None, split: str) -> lis
     except Exception as exc:  # noqa: BLE001 - offline, gated, missing: all one line
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise DataError(
-            f"cannot load hub dataset {source} ({reason}); for offline runs pass {option} FILE"
+            f"cannot load hub dataset {source} ({reason}); for offline runs pass --dataset-path FILE"
         ) from None
     return loaded.to_list()
 

@@ -125,3 +125,14 @@ def test_output_path_under_a_file_is_unwritable(
     result = _run(aime_suite, f"--dataset-path={tiny_aime}", replay, "--agenteval-out=plain/r.jsonl")
     _assert_one_line(result, "--agenteval-out plain/r.jsonl: not writable (")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_hub_unavailable_names_the_offline_option(
+    aime_suite: pytest.Pytester, replay: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(aime_suite.path / "hf-home"))  # an empty hub cache
+    result = _run(aime_suite, replay, "--dataset-id=someone/missing-set")
+    _assert_one_line(result, "agenteval: cannot load hub dataset someone/missing-set (")
+    _assert_one_line(result, "); for offline runs pass --dataset-path FILE")
+    assert result.ret == pytest.ExitCode.INTERRUPTED

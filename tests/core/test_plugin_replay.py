@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets  # imported here, not in a test: pytester unloads what a test imports
 import pytest
 
-from tests.conftest import read_results, replay_rows, write_jsonl
+from tests.conftest import TINY_PROBLEMS, read_results, replay_rows, write_jsonl
 
 TEXTS = {
     0: ["so \\boxed{70}", "maybe \\boxed{71}"],  # 1/2 correct
@@ -150,3 +151,24 @@ def test_default_results_name_carries_suite_model_and_time(
     assert path.name.startswith("aime25-replay-replay-2")
     lines = path.read_text().splitlines()
     assert json.loads(lines[-1])["type"] == "summary" and len(lines) == 5
+
+
+@pytest.mark.parametrize("form", ["parquet", "save_to_disk", "dataset_dict"])
+def test_data_from_parquet_and_save_to_disk(
+    run_suite, replay: Path, pytester: pytest.Pytester, form: str
+) -> None:
+    table = datasets.Dataset.from_list(TINY_PROBLEMS)
+    if form == "parquet":
+        data = pytester.path / "tiny.parquet"
+        table.to_parquet(str(data))
+    elif form == "save_to_disk":
+        data = pytester.path / "tiny_dataset"
+        table.save_to_disk(str(data))
+    else:
+        data = pytester.path / "tiny_dict"
+        datasets.DatasetDict({"train": table}).save_to_disk(str(data))
+    result, out = run_suite(f"--model-path=replay:{replay}", data=data)
+    result.assert_outcomes(passed=3, failed=1)
+    problems, (summary,) = read_results(out)
+    assert [p["ground_truth"] for p in problems] == [70, 588, 16, 87]
+    assert summary["dataset_path"] == str(data.resolve())
