@@ -102,7 +102,20 @@ OPTIONS: tuple[Option, ...] = (
     Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
     Option("max_tokens", "--max-tokens", 8192, "max new tokens per completion (text-only)", int),
     Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
-    Option("limit", "--limit", 0, "run only the first K problems in dataset order (0: all)", int),
+    Option(
+        "limit",
+        "--limit",
+        0,
+        "run only the first K selected problems of each suite, in dataset order (0: all)",
+        int,
+    ),
+    Option(
+        "limit_per_category",
+        "--limit-per-category",
+        0,
+        "run only the first K selected problems of each category (BFCL category, GAIA level)",
+        int,
+    ),
     # AIME
     Option("mode", "--mode", "text-only", "AIME inference mode", choices=("text-only", "retool")),
     Option(
@@ -266,6 +279,7 @@ class Settings:
     max_tokens: int
     seed: int
     limit: int
+    limit_per_category: int
     mode: str
     scorer: str
     dataset_path: str | None
@@ -390,8 +404,8 @@ def validate(settings: Settings) -> None:
         if getattr(settings, name) < 1:
             flag = next(o.flag for o in OPTIONS if o.dest == name)
             raise pytest.UsageError(f"{flag} must be >= 1, got {getattr(settings, name)}")
-    if settings.limit < 0:
-        raise pytest.UsageError(f"--limit must be >= 0, got {settings.limit}")
+    if settings.limit < 0 or settings.limit_per_category < 0:
+        raise pytest.UsageError("--limit and --limit-per-category must be >= 0")
     if settings.temperature < 0:
         raise pytest.UsageError(f"--temperature must be >= 0, got {settings.temperature}")
     if not 0 < settings.top_p <= 1:

@@ -225,6 +225,46 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--limit` and `--limit-per-category` apply after `-k` and `-m`: the first K selected
+    problems of each suite (or category), in dataset order."""
+    runtime = config.stash.get(RUNTIME, None)
+    if runtime is None or not (runtime.settings.limit or runtime.settings.limit_per_category):
+        return
+    counts: dict[tuple[str, ...], int] = {}
+    kept, dropped = [], []
+    for item in items:
+        suite, problem = _suite_of(getattr(item, "module", None)), _problem_of(item)
+        keys = [] if suite is None or problem is None else _limit_keys(runtime.settings, suite, problem)
+        if any(counts.get(key, 0) >= limit for key, limit in keys):
+            dropped.append(item)
+            continue
+        for key, _ in keys:
+            counts[key] = counts.get(key, 0) + 1
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def _limit_keys(
+    settings: options.Settings, suite: Suite, problem: Problem
+) -> list[tuple[tuple[str, ...], int]]:
+    keys = []
+    if settings.limit:
+        keys.append(((suite.name,), settings.limit))
+    if settings.limit_per_category:
+        keys.append(((suite.name, suite.category_of(problem)), settings.limit_per_category))
+    return keys
+
+
+def _problem_of(item: pytest.Item) -> Problem | None:
+    callspec = getattr(item, "callspec", None)
+    problem = callspec.params.get("problem") if callspec is not None else None
+    return problem if isinstance(problem, Problem) else None
+
+
 class Evaluation:
     """What the test body sees: the scored record of its N generations."""
 
@@ -291,9 +331,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     window = max(PREFETCH_ITEMS_MIN, runtime.engine.max_active // max(1, runtime.settings.val_n) + 1)
     entries = []
     for order, other in upcoming[: window + 1]:
-        suite = _suite_of(getattr(other, "module", None))
-        problem = getattr(other, "callspec", None) and other.callspec.params.get("problem")
-        if suite is not None and isinstance(problem, Problem):
+        suite, problem = _suite_of(getattr(other, "module", None)), _problem_of(other)
+        if suite is not None and problem is not None:
             entries.append((suite, problem, float(order)))
     runtime.prefetch(entries)
 
@@ -314,9 +353,8 @@ def _upcoming(item: pytest.Item) -> tuple[list[tuple[int, pytest.Item]], set[tup
     order = [(_index_of(session, item), item)] + [(i, items[i]) for i in indices]
     keys = set()
     for _, other in order:
-        suite = _suite_of(getattr(other, "module", None))
-        problem = getattr(other, "callspec", None) and other.callspec.params.get("problem")
-        if suite is not None and isinstance(problem, Problem):
+        suite, problem = _suite_of(getattr(other, "module", None)), _problem_of(other)
+        if suite is not None and problem is not None:
             keys.add((suite.name, problem.node_id))
     return order, keys
 

@@ -47,10 +47,7 @@ class Runtime:
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
         if suite.name not in self._problems:
-            problems = suite.load(self.settings)
-            if self.settings.limit:
-                problems = problems[: self.settings.limit]
-            self._problems[suite.name] = problems
+            self._problems[suite.name] = suite.load(self.settings)
         return self._problems[suite.name]
 
     # -- lazily started resources ------------------------------------------------------

@@ -57,6 +57,9 @@ class Gaia(Suite):
             return f"GAIA unavailable: {self.unavailable}"
         return "run"
 
+    def category_of(self, problem: Problem) -> str:
+        return f"level{problem.payload.level}" if problem.payload is not None else "unavailable"
+
     def samples(self, settings: Settings) -> int:
         return settings.val_n if "val_n" in settings.explicit else 1
 

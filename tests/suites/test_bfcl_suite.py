@@ -61,6 +61,21 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
     assert sorted(ids) == sorted(expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("-m", "irrelevance", "--limit=3"), ["irrelevance_0", "irrelevance_1", "irrelevance_2"]),
+        (
+            ("-m", "simple_python or (multiple and non_live)", "--limit-per-category=2"),
+            ["simple_python_0", "simple_python_1", "multiple_0", "multiple_1"],
+        ),
+    ],
+)
+def test_limits_apply_after_marker_selection(bfcl: pytest.Pytester, args: tuple, expected: list) -> None:
+    result = bfcl.runpytest_subprocess("--co", "-q", *args)
+    assert [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line] == expected
+
+
 def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pytester) -> None:
     simple = load_bfcl(["simple_python"])[:3]
     irrelevant = load_bfcl(["irrelevance"])[:2]
