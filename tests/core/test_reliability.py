@@ -66,7 +66,7 @@ def _command(pytester: pytest.Pytester, url: str, data: Path, out: Path) -> list
         "--val-n=4",
         f"--agenteval-out={out}",
         f"--agenteval-cache-dir={pytester.path / 'cache'}",
-        "--concurrency=4",
+        "--concurrency=2",
     ]
 
 
@@ -78,7 +78,9 @@ def _cached(pytester: pytest.Pytester) -> int:
 def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_suite: pytest.Pytester) -> None:
     data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
     out = aime_suite.path / "results.jsonl"
-    with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=100)) as server:
+    # 120 generations, 2 at a time, 200 ms each: ~12 s, so the kill lands mid-run even
+    # when a busy machine is slow to notice the 48th cached generation
+    with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=200)) as server:
         command = _command(aime_suite, server.url, data, out)
         process = subprocess.Popen(
             command,
@@ -101,7 +103,7 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
         subprocess.run(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False, timeout=120)
         second_keys = [r["key"] for r in server.requests]
     assert len(second_keys) == 120 - finished
-    assert len(first_keys & set(second_keys)) <= 4  # only requests in flight at the kill
+    assert len(first_keys & set(second_keys)) <= 2  # only requests in flight at the kill
     problems, (summary,) = read_results(out)
     assert summary["complete"] is True and summary["requests"]["cached_generations"] == finished
     texts = [g["text"] for p in problems for g in p["generations"]]
@@ -116,7 +118,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
     data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
     out = aime_suite.path / "results.jsonl"
     right = {p["problem"]: f"\\boxed{{{p['answer']}}}" for p in THIRTY}  # finished items pass
-    with OpenAITestServer(ServerConfig(answers=right, latency_ms=100)) as server:
+    with OpenAITestServer(ServerConfig(answers=right, latency_ms=200)) as server:
         command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
         command.remove("-p")
         process = subprocess.Popen(

@@ -258,11 +258,7 @@ def test_invalid_level_is_rejected():
 
 
 def test_probe_is_cached_per_process():
-    first = probe_containment("basic")
-    start = time.perf_counter()
-    second = probe_containment("basic")
-    assert time.perf_counter() - start < 0.01
-    assert first == second
+    assert probe_containment("basic") is probe_containment("basic")  # the same cached report
 
 
 def test_containment_report_shape_and_basic_warning():

@@ -73,7 +73,9 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
 )
 def test_limits_apply_after_marker_selection(bfcl: pytest.Pytester, args: tuple, expected: list) -> None:
     result = bfcl.runpytest_subprocess("--co", "-q", *args)
-    assert [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line] == expected
+    assert [
+        line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line
+    ] == expected
 
 
 def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pytester) -> None:
