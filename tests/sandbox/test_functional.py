@@ -257,8 +257,12 @@ def test_invalid_level_is_rejected():
         SandboxConfig(level="docker")
 
 
-def test_probe_is_cached_per_process():
-    assert probe_containment("basic") is probe_containment("basic")  # the same cached report
+def test_probe_is_cached_per_process(monkeypatch):
+    from pytest_agenteval.sandbox import _probe
+
+    first = probe_containment("basic")
+    monkeypatch.setattr(_probe, "_verify", lambda *a: pytest.fail("probed a second time"))
+    assert probe_containment("basic") == first
 
 
 def test_containment_report_shape_and_basic_warning():
