@@ -95,6 +95,8 @@ def bwrap_argv(bwrap: str, scratch_root: str, env: dict[str, str], preload: tupl
         argv += ["--cap-drop", "ALL"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
+    # /tmp first: binds below (a checkout under /tmp, say) then mount on top of it.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
     argv += ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -106,14 +108,6 @@ def bwrap_argv(bwrap: str, scratch_root: str, env: dict[str, str], preload: tupl
     for path in _ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(64 << 20),
-        "--tmpfs",
-        "/tmp",
         # Scratch is a private, size-capped tmpfs: RLIMIT_FSIZE caps files, not their number.
         "--size",
         str(SCRATCH_TMPFS_BYTES),
