@@ -122,13 +122,18 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
         command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
         command.remove("-p")
         process = subprocess.Popen(
-            command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            command,
+            cwd=aime_suite.path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            # an xdist worker ignores SIGINT and children inherit that: give Ctrl-C back
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 60
         while _cached(aime_suite) < 40 and time.monotonic() < deadline:
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=60)
+        assert process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
         time.sleep(0.5)
         problems, (summary,) = read_results(out)
         assert summary["complete"] is False and len(summary["missing"]) == 30 - len(problems) > 0
