@@ -65,6 +65,7 @@ def plugin(args: argparse.Namespace, workers: int) -> tuple[int, float, float]:
         f"--max-tokens={args.max_tokens}",
         f"--seed={args.seed}",
         f"--agenteval-out={out}",
+        "--agenteval-no-cache",
         "-n",
         str(workers),
     ]

@@ -54,11 +54,6 @@ class ResultsCollector:
         self.baseline = load_baseline(Path(settings.compare)) if settings.compare else None
         self.written: Path | None = None
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # The summary's bootstrap needs numpy; import it while the run waits on the
-        # server instead of after the last response.
-        threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
-
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.expected = [item.nodeid for item in session.items]
@@ -72,6 +67,10 @@ class ResultsCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == RECORD_KEY and report.nodeid not in self.records:
+                if not self.records:
+                    # The summary's bootstrap needs numpy: import it while the run waits on
+                    # the server (not at start-up, where it would compete with the workers).
+                    threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
                 self.records[report.nodeid] = value
                 self.results_file.stream(self._partial_target(value["suite"]), value)
                 if value.get("error"):
