@@ -45,7 +45,10 @@ class ResultsCollector:
         self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
         self.expected: list[str] = []
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
-        self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
+        self.skipped: set[str] = set()
+        self.backend: dict[
+            str, int
+        ] = {}  # request counters summed over processes  # deliberately not run (progressive mode, no access)
         self.results_file = ResultsFile()
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
@@ -79,6 +82,16 @@ class ResultsCollector:
             self.infra_errors.setdefault(report.nodeid, _first_line(report.longreprtext))
         if report.skipped:
             self.skipped.add(report.nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.add_backend_counts(getattr(node, "workeroutput", {}).get("agenteval_backend", {}))
+
+    def add_backend_counts(self, counts: Mapping[str, int]) -> None:
+        """Sum the processes' request counters (a crashed worker's are lost: the
+        per-generation `attempts` and `retries` in the records are the complete account)."""
+        for key, value in counts.items():
+            self.backend[key] = self.backend.get(key, 0) + value
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         if report.when == CRASH_WHEN and report.failed:
@@ -173,6 +186,7 @@ class ResultsCollector:
             "missing": own_missing,
             "tokens": token_totals(records),
             "requests": request_totals(records),
+            "backend": dict(sorted(self.backend.items())),
             **described,
             "model": describe_model(self.choice, settings),
             "selection": {

@@ -380,10 +380,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     runtime = session.config.stash.get(RUNTIME, None)
     if runtime is None:
         return
-    stats = runtime.stats()
+    counts = runtime.backend_counts()
     runtime.close()
     if _is_worker(session.config):
-        session.config.workeroutput["agenteval_stats"] = stats  # type: ignore[attr-defined]
+        session.config.workeroutput["agenteval_backend"] = counts  # type: ignore[attr-defined]
+    else:
+        collector = session.config.pluginmanager.get_plugin("agenteval-results")
+        if collector is not None:
+            collector.add_backend_counts(counts)
 
 
 class _XdistController:

@@ -206,13 +206,11 @@ class Runtime:
             extra=suite.problem_extra(problem),
         )
 
-    def stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = {}
-        if self._sampler is not None:
-            stats["sampler"] = self._sampler.stats() if hasattr(self._sampler, "stats") else {}
-        if self._sandbox is not None:
-            stats["sandbox"] = self._sandbox.stats()
-        return stats
+    def backend_counts(self) -> dict[str, int]:
+        """This process's request counters (sent, ok, retries by cause, cache hits)."""
+        if self._sampler is None or not hasattr(self._sampler, "stats"):
+            return {}
+        return {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
 
     def close(self) -> None:
         if self._engine is None:
