@@ -14,10 +14,6 @@ from .suite import DataError
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
-def looks_like_hub_id(source: str) -> bool:
-    return bool(_HUB_ID.match(source)) and not Path(source).exists()
-
-
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

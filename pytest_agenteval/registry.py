@@ -31,8 +31,44 @@ MATH_METRICS = (
     "tokens",
     "requests",
     "sandbox",
+    "backend",
+    "harness",
 )
-KNOWN_METRICS: dict[str, tuple[str, ...]] = {"aime25": MATH_METRICS}
+_COMMON = ("problems", "generations", "complete", "errors", "tokens", "requests", "backend", "harness")
+BFCL_METRICS = _COMMON + (
+    "accuracy",
+    "lenient_accuracy",
+    "per_category",
+    "groups",
+    "groups_official",
+    "weighted_accuracy",
+    "error_rate",
+    "parameter_accuracy",
+    "relevance",
+    "error_types",
+)
+GAIA_METRICS = _COMMON + (
+    "items",
+    "scored",
+    "correct",
+    "accuracy",
+    "error_rate",
+    "per_level",
+    "drop_rates",
+    "mean_steps_correct",
+    "mean_annotator_steps_correct",
+    "mean_annotator_steps",
+    "tokens_total",
+    "tokens_mean",
+    "latency_mean_s",
+    "latency_p50_s",
+    "latency_p95_s",
+)
+KNOWN_METRICS: dict[str, tuple[str, ...]] = {
+    "aime25": MATH_METRICS,
+    "bfcl": BFCL_METRICS,
+    "gaia": GAIA_METRICS,
+}
 
 _instances: dict[str, Suite] = {}
 
