@@ -3,7 +3,6 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from . import options
 from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
 from .gate import GateError, check_metric_name, parse_gate
+from .items import SUITE_ATTRIBUTE, apply_limits, in_use, problem_of, suite_of, upcoming
 from .markers import MARKERS
 from .records import Problem, ProblemRecord
 from .registry import KNOWN_METRICS, remember
@@ -24,7 +24,6 @@ from .samplers import ModelChoice, ReplayError, ReplaySource, choose_model, prob
 from .suite import DataError, Suite
 
 RUNTIME = pytest.StashKey[Runtime]()
-SUITE_ATTRIBUTE = "agenteval_suite"
 PREFETCH_ITEMS_MIN = 2
 
 
@@ -141,51 +140,6 @@ def _check_output(settings: options.Settings, choice: ModelChoice) -> None:
         ) from None
 
 
-def in_use(config: pytest.Config, settings: options.Settings) -> bool:
-    """Is this run an evaluation? The plugin is installed for every pytest run in the
-    environment; start-up checks (and their side effects) happen only when an agenteval
-    option is set or a collected path holds a module that declares `agenteval_suite`."""
-    if settings.explicit - {"seed"}:
-        return True
-    paths = [Path(arg.split("::")[0]) for arg in config.args] or [config.rootpath]
-    patterns = config.getini("python_files") or ["test_*.py"]
-    for path in paths:
-        files = [path] if path.is_file() else [f for pattern in patterns for f in _walk(path, pattern)]
-        if any(declares_suite(f) for f in files):
-            return True
-    return False
-
-
-def _walk(folder: Path, pattern: str) -> Iterator[Path]:
-    if not folder.is_dir():
-        return
-    for path in folder.rglob(pattern):
-        if not any(
-            part.startswith(".") or part in ("node_modules", "venv", "site-packages")
-            for part in path.relative_to(folder).parts
-        ):
-            yield path
-
-
-def declares_suite(path: Path) -> bool:
-    """A module-level `agenteval_suite = ...` (a string mentioning it does not count)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    if SUITE_ATTRIBUTE not in text:
-        return False
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if any(isinstance(t, ast.Name) and t.id == SUITE_ATTRIBUTE for t in targets):
-            return True
-    return False
-
-
 def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:
     """--agenteval-cache-dir, else a folder in pytest's cache dir (.pytest_cache)."""
     if settings.no_cache:
@@ -204,13 +158,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         runtime.close()
 
 
-def _suite_of(module: Any) -> Suite | None:
-    suite = getattr(module, SUITE_ATTRIBUTE, None)
-    return suite if isinstance(suite, Suite) else None
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    suite = _suite_of(metafunc.module)
+    suite = suite_of(metafunc.module)
     if suite is None or "problem" not in metafunc.fixturenames:
         return
     remember(suite)
@@ -227,42 +176,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--limit` and `--limit-per-category` apply after `-k` and `-m`: the first K selected
-    problems of each suite (or category), in dataset order."""
+    """`--limit` and `--limit-per-category` apply after `-k` and `-m`."""
     runtime = config.stash.get(RUNTIME, None)
-    if runtime is None or not (runtime.settings.limit or runtime.settings.limit_per_category):
+    if runtime is None:
         return
-    counts: dict[tuple[str, ...], int] = {}
-    kept, dropped = [], []
-    for item in items:
-        suite, problem = _suite_of(getattr(item, "module", None)), _problem_of(item)
-        keys = [] if suite is None or problem is None else _limit_keys(runtime.settings, suite, problem)
-        if any(counts.get(key, 0) >= limit for key, limit in keys):
-            dropped.append(item)
-            continue
-        for key, _ in keys:
-            counts[key] = counts.get(key, 0) + 1
-        kept.append(item)
+    kept, dropped = apply_limits(items, runtime.settings)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-def _limit_keys(
-    settings: options.Settings, suite: Suite, problem: Problem
-) -> list[tuple[tuple[str, ...], int]]:
-    keys = []
-    if settings.limit:
-        keys.append(((suite.name,), settings.limit))
-    if settings.limit_per_category:
-        keys.append(((suite.name, suite.category_of(problem)), settings.limit_per_category))
-    return keys
-
-
-def _problem_of(item: pytest.Item) -> Problem | None:
-    callspec = getattr(item, "callspec", None)
-    problem = callspec.params.get("problem") if callspec is not None else None
-    return problem if isinstance(problem, Problem) else None
 
 
 class Evaluation:
@@ -293,7 +214,7 @@ def agenteval_agent() -> Any:
 def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     """Generates and scores the item's N samples during setup, so a generation that
     cannot be produced is a pytest error, and a wrong answer a failure."""
-    suite = _suite_of(request.module)
+    suite = suite_of(request.module)
     if suite is None:
         raise pytest.UsageError(f"{request.node.nodeid}: module has no `{SUITE_ATTRIBUTE}`")
     runtime = request.config.stash[RUNTIME]
@@ -323,57 +244,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     """Before pytest runs an item, start the rollouts of the items queued after it."""
     runtime = item.config.stash.get(RUNTIME, None)
-    if runtime is None or _suite_of(getattr(item, "module", None)) is None:
+    if runtime is None or suite_of(getattr(item, "module", None)) is None:
         return
-    upcoming, queued = _upcoming(item)
+    ahead, queued = upcoming(item)
     if queued is not None:
         runtime.forget(queued)
     window = max(PREFETCH_ITEMS_MIN, runtime.engine.max_active // max(1, runtime.settings.val_n) + 1)
     entries = []
-    for order, other in upcoming[: window + 1]:
-        suite, problem = _suite_of(getattr(other, "module", None)), _problem_of(other)
+    for order, other in ahead[: window + 1]:
+        suite, problem = suite_of(getattr(other, "module", None)), problem_of(other)
         if suite is not None and problem is not None:
             entries.append((suite, problem, float(order)))
     runtime.prefetch(entries)
-
-
-def _upcoming(item: pytest.Item) -> tuple[list[tuple[int, pytest.Item]], set[tuple[str, str]] | None]:
-    """Items this process will run from `item` on, with their collection order; under
-    xdist also the (suite, id) keys of everything still queued here."""
-    session = item.session
-    items = session.items
-    interactor = _worker_interactor(item.config)
-    if interactor is None:
-        index = _index_of(session, item)
-        return [(i, items[i]) for i in range(index, min(len(items), index + 64))], None
-    with interactor.torun.lock() as queue:
-        indices = [i for i in queue if isinstance(i, int)]
-    if isinstance(interactor.nextitem_index, int):
-        indices.insert(0, interactor.nextitem_index)
-    order = [(_index_of(session, item), item)] + [(i, items[i]) for i in indices]
-    keys = set()
-    for _, other in order:
-        suite, problem = _suite_of(getattr(other, "module", None)), _problem_of(other)
-        if suite is not None and problem is not None:
-            keys.add((suite.name, problem.node_id))
-    return order, keys
-
-
-def _index_of(session: pytest.Session, item: pytest.Item) -> int:
-    positions = getattr(session, "_agenteval_positions", None)
-    if positions is None or len(positions) != len(session.items):
-        positions = {id(it): i for i, it in enumerate(session.items)}
-        session._agenteval_positions = positions  # type: ignore[attr-defined]
-    return positions.get(id(item), 0)
-
-
-def _worker_interactor(config: pytest.Config) -> Any:
-    if not _is_worker(config):
-        return None
-    for plugin in config.pluginmanager.get_plugins():
-        if type(plugin).__name__ == "WorkerInteractor" and hasattr(plugin, "torun"):
-            return plugin
-    return None
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
