@@ -165,10 +165,14 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             sha256=file_fingerprint(choice.path),
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
+            token_counter="the model's own tokenizer",
         )
     elif choice.kind == "openai":
         info.update(
-            name=choice.model_name, endpoints=list(choice.endpoints), api_key_env=settings.api_key_env
+            name=choice.model_name,
+            endpoints=list(choice.endpoints),
+            api_key_env=settings.api_key_env,
+            token_counter="server usage; tool output estimated at 4 characters a token",
         )
     else:
         assert choice.path is not None

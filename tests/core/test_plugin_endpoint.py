@@ -27,6 +27,7 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         "name": "mock-model",
         "endpoints": [server.url],
         "api_key_env": "OPENAI_API_KEY",
+        "token_counter": "server usage; tool output estimated at 4 characters a token",
     }
     assert (summary["average_at_n"], summary["requests"]["attempts"]) == (0.5, 12)
 
