@@ -50,7 +50,7 @@ def raw(problems: list[dict], samples: int, max_tokens: int, seed: int) -> tuple
 
 
 def plugin(args: argparse.Namespace, workers: int) -> tuple[int, float, float]:
-    out = Path(tempfile.mkdtemp()) / "results.jsonl"
+    out = Path(args.workdir) / f"results-{workers}.jsonl"
     command = [
         sys.executable,
         "-m",
@@ -86,6 +86,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
+    workdir = tempfile.TemporaryDirectory(prefix="agenteval-bench-")
+    args.workdir = workdir.name
     rows = [json.loads(line) for line in Path(args.dataset_path).read_text().splitlines() if line.strip()]
     problems = rows[: args.limit]
     raw_tokens, raw_wall = raw(problems, args.val_n, args.max_tokens, args.seed)

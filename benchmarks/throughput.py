@@ -63,7 +63,7 @@ def server_stats(url: str, reset: bool = False) -> dict:
 def pytest_command(
     url: str, data: Path, args: argparse.Namespace, concurrency: int, *extra: str
 ) -> list[str]:
-    out = Path(tempfile.mkdtemp()) / "results.jsonl"
+    out = data.parent / f"results-{concurrency}-{len(extra)}.jsonl"
     return [
         *PYTEST,
         f"--dataset-path={data}",
@@ -205,7 +205,8 @@ def main() -> None:
     parser.add_argument("--no-scale", action="store_true")
     parser.add_argument("--scale-only", action="store_true")
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="agenteval-bench-"))
+    workdir = tempfile.TemporaryDirectory(prefix="agenteval-bench-")  # removed at exit
+    folder = Path(workdir.name)
     data, _ = write_synthetic(folder, args.problems, args.samples)
     if not args.scale_only:
         for concurrency in args.concurrency:

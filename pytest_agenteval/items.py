@@ -81,18 +81,22 @@ def apply_limits(
     category (`--limit-per-category`), in collection (dataset) order."""
     if not (settings.limit or settings.limit_per_category):
         return list(items), []
+
+    def dataset_order(item: pytest.Item) -> tuple[int, int]:
+        problem = problem_of(item)  # progressive BFCL runs items out of dataset order
+        return (0, problem.index) if problem is not None else (1, 0)
+
     counts: dict[tuple[str, ...], int] = {}
-    kept, dropped = [], []
-    for item in items:
+    over: set[int] = set()
+    for item in sorted(items, key=dataset_order):
         suite, problem = suite_of(getattr(item, "module", None)), problem_of(item)
         keys = [] if suite is None or problem is None else _limit_keys(settings, suite, problem)
         if any(counts.get(key, 0) >= limit for key, limit in keys):
-            dropped.append(item)
+            over.add(id(item))
             continue
         for key, _ in keys:
             counts[key] = counts.get(key, 0) + 1
-        kept.append(item)
-    return kept, dropped
+    return [i for i in items if id(i) not in over], [i for i in items if id(i) in over]
 
 
 def _limit_keys(

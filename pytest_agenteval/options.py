@@ -160,7 +160,13 @@ OPTIONS: tuple[Option, ...] = (
     ),
     # sandbox
     Option("sandbox_timeout", "--sandbox-timeout", 30.0, "seconds per code call", float),
-    Option("sandbox_workers", "--sandbox-workers", 8, "code calls running at once", int),
+    Option(
+        "sandbox_workers",
+        "--sandbox-workers",
+        0,
+        "code calls running at once in the whole run, shared by xdist workers (0: min(8, CPU cores))",
+        int,
+    ),
     Option(
         "sandbox_level",
         "--sandbox-level",
@@ -395,7 +401,6 @@ def validate(settings: Settings) -> None:
         "max_trajectory_tokens",
         "max_assistant_tokens",
         "max_tool_response_tokens",
-        "sandbox_workers",
         "llama_threads",
         "n_ctx",
         "gaia_max_steps",
@@ -404,8 +409,8 @@ def validate(settings: Settings) -> None:
         if getattr(settings, name) < 1:
             flag = next(o.flag for o in OPTIONS if o.dest == name)
             raise pytest.UsageError(f"{flag} must be >= 1, got {getattr(settings, name)}")
-    if settings.limit < 0 or settings.limit_per_category < 0:
-        raise pytest.UsageError("--limit and --limit-per-category must be >= 0")
+    if settings.limit < 0 or settings.limit_per_category < 0 or settings.sandbox_workers < 0:
+        raise pytest.UsageError("--limit, --limit-per-category and --sandbox-workers must be >= 0")
     if settings.temperature < 0:
         raise pytest.UsageError(f"--temperature must be >= 0, got {settings.temperature}")
     if not 0 < settings.top_p <= 1:

@@ -35,8 +35,8 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _concurrency_share(config: pytest.Config, total: int) -> int:
-    """This process's share of the per-endpoint concurrency (xdist workers split it)."""
+def _share(config: pytest.Config, total: int) -> int:
+    """This process's share of a limit that all xdist workers split (at least 1)."""
     if not _is_worker(config):
         return total
     workerinput = config.workerinput  # type: ignore[attr-defined]
@@ -107,6 +107,7 @@ def pytest_configure(config: pytest.Config) -> None:
     elif in_use(config, settings):
         choice = _check_model(settings, collect_only=config.option.collectonly)
         _check_output(settings, choice)
+        _check_suite_options(settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if not _is_worker(config):
@@ -117,8 +118,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(collector, "agenteval-results")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
-    share = _concurrency_share(config, settings.concurrency)
-    config.stash[RUNTIME] = Runtime(settings, choice, share, _cache_dir(config, settings))
+    sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
+    config.stash[RUNTIME] = Runtime(
+        settings,
+        choice,
+        _share(config, settings.concurrency),
+        _cache_dir(config, settings),
+        _share(config, sandbox_workers),
+    )
 
 
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
@@ -138,6 +145,22 @@ def _check_output(settings: options.Settings, choice: ModelChoice) -> None:
         raise pytest.UsageError(
             f"--agenteval-out {target}: not writable ({exc.strerror or exc}); choose a writable path"
         ) from None
+
+
+def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> None:
+    """Suite options that would otherwise fail, or mislead, only after the whole run."""
+    if settings.bfcl_weights:
+        from .bfcl.suite import parse_weights
+
+        try:
+            parse_weights(settings.bfcl_weights)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
+        raise pytest.UsageError(
+            "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
+            "use --bfcl-style prompting, or serve the model and pass --endpoint"
+        )
 
 
 def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:
@@ -249,12 +272,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     ahead, queued = upcoming(item)
     if queued is not None:
         runtime.forget(queued)
-    window = max(PREFETCH_ITEMS_MIN, runtime.engine.max_active // max(1, runtime.settings.val_n) + 1)
-    entries = []
-    for order, other in ahead[: window + 1]:
+    # Enough items ahead to fill the engine: count their generations, not the items.
+    entries, generations = [], 0
+    for order, other in ahead:
         suite, problem = suite_of(getattr(other, "module", None)), problem_of(other)
-        if suite is not None and problem is not None:
-            entries.append((suite, problem, float(order)))
+        if suite is None or problem is None:
+            continue
+        entries.append((suite, problem, float(order)))
+        generations += runtime.sample_count(suite, problem)
+        if generations > runtime.engine.max_active and len(entries) >= PREFETCH_ITEMS_MIN:
+            break
     runtime.prefetch(entries)
 
 

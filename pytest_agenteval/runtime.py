@@ -27,9 +27,15 @@ def one_line(exc: BaseException) -> str:
 
 class Runtime:
     def __init__(
-        self, settings: Settings, choice: ModelChoice, concurrency: int, cache_dir: Path | None = None
+        self,
+        settings: Settings,
+        choice: ModelChoice,
+        concurrency: int,
+        cache_dir: Path | None = None,
+        sandbox_workers: int = 8,
     ) -> None:
         self.settings = settings
+        self.sandbox_workers = sandbox_workers  # this process's share
         self.cache_dir = cache_dir
         self.choice = choice
         self.concurrency = concurrency
@@ -68,7 +74,7 @@ class Runtime:
         if self._engine is None:
             local = self.choice.kind in ("embedded", "gguf")
             # in-process models run one call at a time: a short queue keeps them busy
-            active = 4 if local else 2 * self.concurrency + self.settings.sandbox_workers
+            active = 4 if local else 2 * self.concurrency + self.sandbox_workers
             self._engine = Engine(max_active=active)
         return self._engine
 
@@ -79,7 +85,7 @@ class Runtime:
             self._sandbox = Sandbox(
                 SandboxConfig(
                     timeout_s=self.settings.sandbox_timeout,
-                    workers=self.settings.sandbox_workers,
+                    workers=self.sandbox_workers,
                     level=self.settings.sandbox_level,
                 )
             )

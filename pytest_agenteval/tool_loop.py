@@ -137,6 +137,19 @@ class _Trajectory:
     finish_reason: str = "stop"
 
 
+class SandboxFailure(RuntimeError):
+    """The sandbox itself failed: the generation is missing, not wrong."""
+
+
+class PromptTooLong(ValueError):
+    """The initial messages already exceed the trajectory budget."""
+
+
+def prompt_tokens(sampler: Any, messages: list[dict[str, Any]]) -> int:
+    """Tokens of the messages' contents (plus a few per message for the chat template)."""
+    return sum(sampler.count_tokens(str(m.get("content") or "")) + 4 for m in messages)
+
+
 @dataclass(frozen=True)
 class LoopBudget:
     max_turns: int
@@ -155,7 +168,12 @@ async def run_tool_loop(
 ) -> Rollout:
     """Alternate model turns and sandboxed code calls until an answer or a budget."""
     state = _Trajectory(messages, [])
-    state.tokens_used = ctx.sampler.count_tokens(json.dumps(state.messages))
+    state.tokens_used = prompt_tokens(ctx.sampler, state.messages)
+    if state.tokens_used >= budget.max_trajectory_tokens:
+        raise PromptTooLong(
+            f"the prompt alone is ~{state.tokens_used} tokens, over the trajectory budget of "
+            f"{budget.max_trajectory_tokens}; raise --max-trajectory-tokens"
+        )
     started = time.monotonic()
     stop_reason = await _run_turns(ctx, state, budget, native, answer_marker)
     return Rollout(
@@ -169,7 +187,7 @@ async def run_tool_loop(
         latency_s=time.monotonic() - started,
         attempts=state.attempts,
         retries=state.retries,
-        cached=state.all_cached,
+        cached=state.all_cached and state.turns > 0,
         transcript=tuple(state.transcript),
         extra=_tool_stats(state.transcript),
     )
@@ -256,6 +274,8 @@ async def _call_tool(
     """Run the call and show its output to the model. As in the seed, an observation that
     no longer fits the trajectory budget is not shown and the call is not counted."""
     result = await ctx.resources.run_code(code, ctx, state.code_calls)
+    if result.status == "sandbox_error":  # the sandbox broke, not the model's code
+        raise SandboxFailure(f"code call {state.code_calls + 1}: {result.output.strip()[:200]}")
     observation, truncated = truncate_tail(
         result.output, budget.max_tool_response_tokens, ctx.sampler.count_tokens
     )

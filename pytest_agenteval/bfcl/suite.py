@@ -40,11 +40,16 @@ def parse_weights(text: str | None) -> dict[str, float] | None:
     for part in text.split(","):
         name, _, value = part.partition("=")
         if name.strip() not in CATEGORIES:
-            raise ValueError(f"--bfcl-weights: unknown category {name.strip()!r}")
+            raise ValueError(
+                f"--bfcl-weights: unknown category {name.strip()!r}; use the categories "
+                f"({', '.join(CATEGORIES)}), not groups"
+            )
         try:
             weights[name.strip()] = float(value)
         except ValueError:
             raise ValueError(f"--bfcl-weights: {part!r} is not CATEGORY=NUMBER") from None
+        if weights[name.strip()] < 0:
+            raise ValueError(f"--bfcl-weights: {part!r}: weights must be >= 0")
     return weights
 
 
@@ -192,7 +197,7 @@ def _to_score(entry: BfclEntry, scored: BfclScore) -> Score:
     return Score(
         correct=result.valid,
         formatted=scored.decoded is not None,
-        answer=json.dumps(scored.decoded, sort_keys=True) if scored.decoded is not None else None,
+        answer=_answer_key(scored.decoded),
         fields={
             "valid": result.valid,
             "lenient_valid": result.lenient_valid,
@@ -205,6 +210,17 @@ def _to_score(entry: BfclEntry, scored: BfclScore) -> Score:
             "decoded": scored.decoded,
         },
     )
+
+
+def _answer_key(decoded: Any) -> str | None:
+    """A comparable form of the decoded calls (for maj@N). Decoded values may be anything
+    Python literals give (bytes, sets, mixed-key dicts): never let one crash scoring."""
+    if decoded is None:
+        return None
+    try:
+        return json.dumps(decoded, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(decoded)
 
 
 def _item_result(record: ProblemRecord, generation: Mapping[str, Any]) -> BfclItemResult:

@@ -52,11 +52,13 @@ class AgentResult:
 Agent = Callable[[GaiaTask], Awaitable["AgentResult | Mapping[str, Any] | str"]]
 
 
-def default_messages(task: GaiaTask, native: bool) -> list[dict[str, str]]:
+def default_messages(task: GaiaTask, native: bool, max_trajectory_tokens: int = 8192) -> list[dict[str, str]]:
     system = GAIA_SYSTEM_PROMPT + TOOL_NOTE
     if not native:
         system += TEXT_PROTOCOL.format(schema=json.dumps(TOOL_SCHEMA))
-    return [{"role": "system", "content": system}, {"role": "user", "content": build_user_message(task)}]
+    # Attached text gets at most about half of the trajectory budget (4 characters a token).
+    user = build_user_message(task, max_chars=2 * max_trajectory_tokens)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 async def default_agent(ctx: RolloutContext, task: GaiaTask) -> Rollout:
@@ -69,7 +71,8 @@ async def default_agent(ctx: RolloutContext, task: GaiaTask) -> Rollout:
         max_turn_tokens=settings.max_assistant_tokens,
         max_tool_response_tokens=settings.max_tool_response_tokens,
     )
-    return await run_tool_loop(ctx, default_messages(task, native), budget, native, ANSWER_MARKER)
+    messages = default_messages(task, native, settings.max_trajectory_tokens)
+    return await run_tool_loop(ctx, messages, budget, native, ANSWER_MARKER)
 
 
 async def run_user_agent(agent: Agent, task: GaiaTask) -> Rollout:

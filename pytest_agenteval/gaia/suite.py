@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ class Gaia(Suite):
         except GaiaUnavailable as exc:
             # No access is not an error of the run: one item skips, saying how to get it.
             self.unavailable = str(exc)
-            return [Problem(self.name, UNAVAILABLE_ID, 0, "", None, ("gaia",))]
+            markers = ("gaia", "level1", "level2", "level3")  # so `-m level1` still shows why
+            return [Problem(self.name, UNAVAILABLE_ID, 0, "", None, markers)]
         except GaiaDataError as exc:
             raise DataError(str(exc)) from None
         return [
@@ -126,19 +128,38 @@ class Gaia(Suite):
         return {"problems": len(records), "generations": len(results), **summarize_gaia(results)}
 
     def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        agents = {g.rollout.extra.get("agent", "default") for r in records for g in r.generations}
+        fields: dict[str, Any] = {"agent": ", ".join(sorted(agents)) or "default"}
         if settings.gaia_split != "test" or not records:
-            return {}
-        path = Path(settings.gaia_submission or "agenteval-results/gaia-test-submission.jsonl")
+            return fields
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path(settings.gaia_submission or f"agenteval-results/gaia-test-submission-{stamp}.jsonl")
         rows = [
             (str(r.problem_id), g.score.fields.get("model_answer") or "", g.rollout.text)
             for r in records
             for g in r.generations[:1]
         ]
         write_submission(path, rows)
-        return {"submission": str(path)}
+        fields.update(
+            submission=str(path), submission_tasks=len(rows), split_tasks=self._split_size(settings)
+        )
+        return fields
+
+    def _split_size(self, settings: Settings) -> int | None:
+        """Tasks in the split, to flag a partial submission (the leaderboard wants all)."""
+        token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+        try:
+            return len(load_gaia(settings.gaia_split, settings.gaia_path, token))
+        except (GaiaUnavailable, GaiaDataError):
+            return None
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         levels = summary.get("per_level") or {}
+        submission = []
+        if summary.get("submission"):
+            written, total = summary.get("submission_tasks"), summary.get("split_tasks")
+            partial = " (PARTIAL: the leaderboard expects every task)" if total and written < total else ""
+            submission = [("submission", f"{summary['submission']}: {written} of {total} tasks{partial}")]
         rows = [
             (
                 "exact match",
@@ -153,6 +174,7 @@ class Gaia(Suite):
         rows.append(
             ("drop rates", "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in drops.items()))
         )
+        rows += submission
         rows.append(
             (
                 "mean steps",

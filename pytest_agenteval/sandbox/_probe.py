@@ -64,8 +64,18 @@ def _bwrap_version(path: str) -> str | None:
 
 def static_facts() -> dict:
     """What can be known without running anything contained."""
-    stdlib = sysconfig.get_paths()["stdlib"]
-    readable = _privdrop.world_readable([os.path.realpath(sys.executable), stdlib])
+    # Everything the child imports from must be readable by uid 65534, or it keeps the
+    # capability to read: the interpreter, stdlib, site-packages (a venv under a 0700
+    # home is common) and this package.
+    paths = sysconfig.get_paths()
+    needed = [
+        os.path.realpath(sys.executable),
+        paths["stdlib"],
+        paths["purelib"],
+        paths["platlib"],
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ]
+    readable = _privdrop.world_readable([p for p in needed if os.path.exists(p)])
     bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
     return {
         "euid": os.geteuid(),

@@ -171,7 +171,11 @@ class Sandbox:
             if self._closed:
                 return False
             want = bool(self._pending)
-        if want and (self._zygote is None or self._zygote.returncode() is not None):
+        if self._zygote is not None and self._zygote.returncode() is not None:
+            # died since the last look: fail its calls now, before a new zygote takes work
+            # (else they wait for the backstop, which would then kill the replacement)
+            self._lost_zygote("the sandbox process died")
+        if want and self._zygote is None:
             if not self._start_zygote():
                 return True
         self._dispatch()

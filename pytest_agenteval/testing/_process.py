@@ -52,17 +52,23 @@ def _wait_for_listening(proc: subprocess.Popen[str], timeout: float) -> str:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     seen: list[str] = []
+    buffer = b""
+    fd = proc.stdout.fileno()  # raw reads: a buffered readline could hold a line select misses
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         while (left := deadline - time.monotonic()) > 0:
             if not sel.select(left):
                 continue
-            line = proc.stdout.readline()
-            if not line:  # EOF: the server died before binding
+            chunk = os.read(fd, 65536)
+            if not chunk:  # EOF: the server died before binding
                 raise RuntimeError(f"server exited ({proc.wait()}) before listening: {seen}")
-            if line.startswith(LISTENING):
-                return line[len(LISTENING) :].strip()
-            seen.append(line.rstrip())
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.decode("utf-8", "replace")
+                if line.startswith(LISTENING):
+                    return line[len(LISTENING) :].strip()
+                seen.append(line.rstrip())
     raise TimeoutError(f"server did not print {LISTENING.strip()!r} within {timeout} s: {seen}")
 
 

@@ -45,8 +45,12 @@ def missing_official_requirements() -> list[str]:
 class OfficialJudge:
     """bfcl-eval's decoder and checker, with the runner's decode and relevance steps."""
 
+    _root: tempfile.TemporaryDirectory[str] | None = None
+
     def __init__(self) -> None:
-        os.environ.setdefault("BFCL_PROJECT_ROOT", tempfile.mkdtemp(prefix="bfcl_parity_"))
+        if "BFCL_PROJECT_ROOT" not in os.environ:  # bfcl-eval makes folders there on import
+            OfficialJudge._root = tempfile.TemporaryDirectory(prefix="bfcl_parity_")  # removed at exit
+            os.environ["BFCL_PROJECT_ROOT"] = OfficialJudge._root.name
         registry = types.ModuleType("bfcl_eval.constants.model_config")
         registry.MODEL_CONFIG_MAPPING = _StubRegistry()
         sys.modules["bfcl_eval.constants.model_config"] = registry
