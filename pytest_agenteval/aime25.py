@@ -52,7 +52,7 @@ class Aime25(Suite):
             return await retool_rollout(ctx)
         messages = text_only_messages(ctx.problem.text)
         extra: dict[str, Any] = {}
-        if ctx.settings.samples_per_request > 1 and hasattr(ctx.sampler, "complete_n"):
+        if ctx.settings.samples_per_request > 1 and getattr(ctx.sampler, "supports_n", False):
             completion, extra = await _from_shared_request(ctx, messages)
         else:
             completion = await ctx.sampler.complete(messages, ctx.params())
@@ -65,13 +65,17 @@ class Aime25(Suite):
         if settings.mode == "retool":
             from .retool import initial_messages
 
-            return content_hash(initial_messages(problem.text, settings))
+            # as the rollout decides: native tool calls for endpoints unless told otherwise
+            native = settings.tool_protocol == "native" or (
+                settings.tool_protocol == "auto" and bool(settings.endpoints)
+            )
+            return content_hash(initial_messages(problem.text, settings, native))
         return content_hash(text_only_messages(problem.text))
 
     def describe(self, settings: Settings) -> dict[str, Any]:
         source, _ = self._source(settings)
         return {
-            "dataset": settings.dataset_id,
+            "dataset": settings.dataset_path or settings.dataset_id,
             **data.describe_source(source, settings.dataset_revision),
             "mode": settings.mode,
             "scorer": settings.effective_scorer,

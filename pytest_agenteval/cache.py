@@ -116,8 +116,10 @@ class GenerationCache:
         )
 
     @staticmethod
-    def tool_key(suite: str, problem_id: str, sample_seed: int, call_index: int, code: str) -> str:
-        return _digest({"tool": [suite, problem_id, sample_seed, call_index, code]})
+    def tool_key(
+        suite: str, problem_id: str, sample_seed: int, call_index: int, code: str, sandbox: Any = None
+    ) -> str:
+        return _digest({"tool": [suite, problem_id, sample_seed, call_index, code], "sandbox": sandbox})
 
     def get_tool(self, key: str) -> Any:
         from .sandbox import ExecutionResult
@@ -170,7 +172,10 @@ class CachingSampler:
             "name": inner.identity.name,
             "location": inner.identity.location if inner.identity.backend == "openai" else "",
             "fingerprint": inner.identity.fingerprint,
+            # sent with every request (e.g. chat_template_kwargs): changes the output
+            "extra_body": dict(getattr(inner, "extra_body", {}) or {}),
         }
+        self.supports_n = getattr(inner, "supports_n", False)
 
     async def complete(
         self,

@@ -45,10 +45,8 @@ class ResultsCollector:
         self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
         self.expected: list[str] = []
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
-        self.skipped: set[str] = set()
-        self.backend: dict[
-            str, int
-        ] = {}  # request counters summed over processes  # deliberately not run (progressive mode, no access)
+        self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
+        self.backend: dict[str, int] = {}  # request counters summed over processes
         self.results_file = ResultsFile()
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
@@ -79,7 +77,7 @@ class ResultsCollector:
                 if value.get("error"):
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
-            self.infra_errors.setdefault(report.nodeid, _first_line(report.longreprtext))
+            self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
         if report.skipped:
             self.skipped.add(report.nodeid)
 
@@ -107,11 +105,11 @@ class ResultsCollector:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)
-        for data in self.records.values():
-            suite = suite_by_name(data["suite"])
+        for nodeid, data in self.records.items():
+            suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
             by_suite[data["suite"]].append(problem_from_dict(data, suite.score_fields))
-        if not by_suite and not self.gates:
-            self.results_file.close()
+        if self.config.option.collectonly or (not by_suite and not self.gates):
+            self.results_file.close()  # listing items is not an evaluation: no file, no gate
             return
         missing = self._missing()
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
@@ -215,6 +213,10 @@ class ResultsCollector:
         self.written = path
 
     def _decide_exit(self, session: pytest.Session) -> None:
+        if any("FatalRequestError" in error for error in self.infra_errors.values()):
+            # a refused request stopped the run like -x: the same status with or without xdist
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
         if not self.gates and self.baseline is None:
             return  # plain pytest semantics
         if session.exitstatus not in (
@@ -260,7 +262,8 @@ def _harness_usage() -> dict[str, float]:
     }
 
 
-def _first_line(text: str) -> str:
+def _error_line(text: str) -> str:
+    """The line of a failure report that names the error (its last non-empty one)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "error"
 

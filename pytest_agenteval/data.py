@@ -48,7 +48,7 @@ def load_rows(
             f"{option} {source}: unsupported file type {path.suffix!r}; "
             "use .jsonl, .parquet or a save_to_disk folder"
         )
-    if _HUB_ID.match(source):
+    if option != "--dataset-path" and _HUB_ID.match(source):  # a mistyped path is not a hub id
         return _load_hub(source, option, revision, split)
     raise DataError(
         f"{option} {source}: no such file or folder; give a JSONL or parquet file or a save_to_disk folder"
@@ -58,7 +58,10 @@ def load_rows(
 def _load_json(path: Path, option: str) -> list[dict[str, Any]]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".json" and text.lstrip().startswith("["):
-        rows = json.loads(text)
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{option} {path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     else:
         rows = []
         for number, line in enumerate(text.splitlines(), 1):
@@ -118,6 +121,10 @@ def require_columns(rows: Sequence[dict[str, Any]], columns: Sequence[str], wher
             f"{where}: missing column(s) {', '.join(missing)} (has "
             f"{', '.join(sorted(rows[0]))}); the data needs {', '.join(columns)}"
         )
+    for number, row in enumerate(rows[1:], 2):  # JSONL rows need not share their keys
+        absent = [c for c in columns if c not in row]
+        if absent:
+            raise DataError(f"{where}: row {number} has no {', '.join(absent)}; every row needs them")
 
 
 def require_unique(ids: Sequence[Any], where: str) -> None:

@@ -42,6 +42,7 @@ class Engine:
         self._order = itertools.count()
         self._active = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     # -- called from the main thread -------------------------------------------------
     def submit(self, key: Hashable, factory: Callable[[], Awaitable[T]], priority: Priority) -> cf.Future[T]:
@@ -73,20 +74,33 @@ class Engine:
         """Run one coroutine on the engine loop and wait for it."""
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)  # type: ignore[arg-type]
 
-    def close(self, finalizers: Iterable[Callable[[], Awaitable[Any]]] = ()) -> None:
+    def close(self, finalizers: Iterable[Callable[[], Awaitable[Any]]] = ()) -> list[str]:
+        """Cancel what runs, run the finalizers, stop the loop. Never raises: returns the
+        problems met, so a shutdown failure cannot cost the run its results."""
+        self._closing = True
+        problems: list[str] = []
+
         async def shutdown() -> None:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             for finalize in finalizers:
-                await finalize()
+                try:
+                    await finalize()
+                except Exception as exc:  # noqa: BLE001 - reported, not raised
+                    problems.append(f"{type(exc).__name__}: {exc}")
 
         if self._thread.is_alive():
             try:
                 self.run(shutdown(), timeout=30)
+            except Exception as exc:  # noqa: BLE001 - a stuck finalizer: stop anyway
+                problems.append(f"shutdown did not finish: {type(exc).__name__}")
             finally:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()
+        return problems
 
     # -- on the loop thread ----------------------------------------------------------
     def _push(self, job: _Job) -> None:
@@ -112,7 +126,8 @@ class Engine:
         try:
             result = await job.factory()
         except asyncio.CancelledError:
-            job.future.set_exception(RuntimeError("cancelled at shutdown"))
+            reason = "cancelled at shutdown" if self._closing else "cancelled"
+            job.future.set_exception(RuntimeError(reason))
             raise
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting item
             job.future.set_exception(exc)

@@ -4,7 +4,7 @@ queue of items this process will run next (what the engine prefetches)."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from .records import Problem
 from .suite import Suite
 
 SUITE_ATTRIBUTE = "agenteval_suite"
-LOOKAHEAD = 64  # items considered ahead of the current one without xdist
 
 
 def suite_of(module: Any) -> Suite | None:
@@ -110,15 +109,16 @@ def _limit_keys(
     return keys
 
 
-def upcoming(item: pytest.Item) -> tuple[list[tuple[int, pytest.Item]], set[tuple[str, str]] | None]:
-    """Items this process will run from `item` on, with their collection order; under
-    xdist also the (suite, id) keys of everything still queued here."""
+def upcoming(item: pytest.Item) -> tuple[Iterable[tuple[int, pytest.Item]], set[tuple[str, str]] | None]:
+    """Items this process will run from `item` on (lazily: the caller stops when the
+    engine is full), with their collection order; under xdist also the (suite, id) keys of
+    everything still queued here."""
     session = item.session
     items = session.items
     interactor = _worker_interactor(item.config)
     if interactor is None:
         index = _index_of(session, item)
-        return [(i, items[i]) for i in range(index, min(len(items), index + LOOKAHEAD))], None
+        return ((i, items[i]) for i in range(index, len(items))), None
     with interactor.torun.lock() as queue:
         indices = [i for i in queue if isinstance(i, int)]
     if isinstance(interactor.nextitem_index, int):

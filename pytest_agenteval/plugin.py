@@ -4,6 +4,7 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,17 +54,19 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
             api_key = os.environ.get(settings.api_key_env)
-            served = [probe_endpoint(url, api_key) for url in choice.endpoints][0]
+            lists = {url: probe_endpoint(url, api_key) for url in choice.endpoints}
             name = settings.model_name
             if name is None:
-                if not served:
+                first = lists[choice.endpoints[0]]
+                if not first:
                     raise ValueError(f"{choice.endpoints[0]} lists no models; pass --model-name")
-                name = served[0]
-            elif served and name not in served:
-                raise ValueError(
-                    f"--model-name {name!r} is not served by {choice.endpoints[0]} "
-                    f"(it serves: {', '.join(served)}); fix --model-name"
-                )
+                name = first[0]
+            for url, served in lists.items():  # every endpoint must serve the same model
+                if served and name not in served:
+                    raise ValueError(
+                        f"--model-name {name!r} is not served by {url} "
+                        f"(it serves: {', '.join(served)}); fix --model-name or the endpoint"
+                    )
             choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
         elif choice.kind == "replay":
             assert choice.path is not None
@@ -101,16 +104,19 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "--bfcl-progressive decides each stage from the previous one in order: run it without -n"
         )
+    evaluating = not _is_worker(config) and in_use(config, settings)
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         choice = _lazy_choice(settings, name)
-    elif in_use(config, settings):
-        choice = _check_model(settings, collect_only=config.option.collectonly)
-        _check_output(settings, choice)
+    elif evaluating:
+        collect_only = config.option.collectonly
+        choice = _check_model(settings, collect_only=collect_only)
+        if not collect_only:
+            _check_output(settings, choice)
         _check_suite_options(settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
-    if not _is_worker(config):
+    if evaluating:
         try:
             collector = ResultsCollector(config, settings, gates, choice)
         except BaselineError as exc:
@@ -176,9 +182,11 @@ def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the engine, model and sandbox last: the results are written by then."""
     runtime = config.stash.get(RUNTIME, None)
     if runtime is not None:
-        runtime.close()
+        for problem in runtime.close():
+            sys.stderr.write(f"agenteval: while shutting down: {problem}\n")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -285,12 +293,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     runtime.prefetch(entries)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Hand this process's request counters to the controller before it summarises."""
     runtime = session.config.stash.get(RUNTIME, None)
     if runtime is None:
         return
     counts = runtime.backend_counts()
-    runtime.close()
     if _is_worker(session.config):
         session.config.workeroutput["agenteval_backend"] = counts  # type: ignore[attr-defined]
     else:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 
 from .suite import Suite
 
@@ -26,7 +28,6 @@ MATH_METRICS = (
     "maj_at_n",
     "pass_at_k",
     "ci95",
-    "complete",
     "errors",
     "tokens",
     "requests",
@@ -34,7 +35,7 @@ MATH_METRICS = (
     "backend",
     "harness",
 )
-_COMMON = ("problems", "generations", "complete", "errors", "tokens", "requests", "backend", "harness")
+_COMMON = ("problems", "generations", "errors", "tokens", "requests", "backend", "harness")
 BFCL_METRICS = _COMMON + (
     "accuracy",
     "lenient_accuracy",
@@ -79,15 +80,33 @@ def remember(suite: Suite) -> None:
     _instances.setdefault(suite.name, suite)
 
 
-def suite_by_name(name: str) -> Suite:
-    """The suite object for a name; a generic one (math metrics) for unknown names."""
+def suite_by_name(name: str, source: Path | None = None) -> Suite:
+    """The suite object for a name: a built-in, one seen during collection here, or (the
+    xdist controller collects nothing) the `agenteval_suite` of the test file `source`;
+    a generic one (math metrics) when none of these is found."""
     if name not in _instances:
         target = BUILTIN_SUITES.get(name)
-        if target is None:
-            generic = Suite()
-            generic.name = name
-            _instances[name] = generic
-        else:
+        if target is not None:
             module, _, attribute = target.partition(":")
             _instances[name] = getattr(importlib.import_module(module), attribute)()
+        else:
+            suite = _from_file(source) if source is not None else None
+            if suite is None or suite.name != name:
+                suite = Suite()
+                suite.name = name
+            _instances[name] = suite
     return _instances[name]
+
+
+def _from_file(path: Path) -> Suite | None:
+    """Import a suite module by path, as pytest's workers did, for its suite object."""
+    spec = importlib.util.spec_from_file_location(f"_agenteval_suite_{abs(hash(str(path)))}", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - fall back to the generic summary
+        return None
+    suite = getattr(module, "agenteval_suite", None)
+    return suite if isinstance(suite, Suite) else None

@@ -36,7 +36,8 @@ def _slug(text: str) -> str:
 def default_out_path(suites: Iterable[str], model_label: str, started: float) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     name = "+".join(sorted(set(suites))) or "agenteval"
-    return Path(RESULTS_DIR) / f"{name}-{_slug(model_label)}-{stamp}.jsonl"
+    # the pid: two runs started in the same second (a seed sweep) must not share a file
+    return Path(RESULTS_DIR) / f"{name}-{_slug(model_label)}-{stamp}-{os.getpid()}.jsonl"
 
 
 def check_writable(path: Path) -> None:

@@ -74,7 +74,8 @@ class Runtime:
         if self._engine is None:
             local = self.choice.kind in ("embedded", "gguf")
             # in-process models run one call at a time: a short queue keeps them busy
-            active = 4 if local else 2 * self.concurrency + self.sandbox_workers
+            slots = self.concurrency * max(1, len(self.choice.endpoints))  # C per endpoint
+            active = 4 if local else 2 * slots + self.sandbox_workers
             self._engine = Engine(max_active=active)
         return self._engine
 
@@ -99,7 +100,10 @@ class Runtime:
         resumed trajectory sees the same observations."""
         key = None
         if self.cache is not None:
-            key = self.cache.tool_key(ctx.problem.suite, ctx.problem.node_id, ctx.seed, call_index, code)
+            sandbox = (self.settings.sandbox_timeout, self.settings.sandbox_level)  # change the outcome
+            key = self.cache.tool_key(
+                ctx.problem.suite, ctx.problem.node_id, ctx.seed, call_index, code, sandbox
+            )
             hit = self.cache.get_tool(key)
             if hit is not None:
                 return hit
@@ -218,16 +222,17 @@ class Runtime:
             return {}
         return {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
 
-    def close(self) -> None:
-        if self._engine is None:
-            return
+    def close(self) -> list[str]:
+        """Stop everything this process started; returns problems instead of raising."""
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return []
         finalizers = []
         if self._sampler is not None and hasattr(self._sampler, "aclose"):
             finalizers.append(self._sampler.aclose)
         if self._sandbox is not None:
             finalizers.append(self._sandbox.aclose)
-        self._engine.close(finalizers)
-        self._engine = None
+        return engine.close(finalizers)
 
 
 def _join_errors(errors: Sequence[str]) -> str | None:

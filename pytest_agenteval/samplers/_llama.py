@@ -87,6 +87,7 @@ class LlamaSampler:
         self._vocab: Any = None
         self._vocab_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenteval-llama")
+        self._cancel = threading.Event()
         self._generated_tokens = 0
         self._generate_seconds = 0.0
 
@@ -102,6 +103,20 @@ class LlamaSampler:
             )
         return self._llm
 
+    def _cancellable(self, llm: Any) -> Any:
+        """Once the sampler closes, allow only end-of-sequence: a generation in progress ends
+        at its next token (chat completions take no stopping criteria, but do take this)."""
+        llama_cpp = _require_llama_cpp()
+        eos = llm.token_eos()
+
+        def end_when_cancelled(tokens: Any, logits: Any) -> Any:
+            if self._cancel.is_set():
+                logits[:] = -float("inf")
+                logits[eos] = 0.0
+            return logits
+
+        return llama_cpp.LogitsProcessorList([end_when_cancelled])
+
     def _generate(self, messages: list[dict[str, Any]], params: SamplingParams) -> Completion:
         llm = self._load()
         start = time.perf_counter()
@@ -114,6 +129,7 @@ class LlamaSampler:
             seed=params.seed,
             repeat_penalty=1.0,  # llama-cpp-python's default (1.1) would change the model
             stop=list(dict.fromkeys(CHATML_STOPS + params.stop)),
+            logits_processor=self._cancellable(llm),
         )
         elapsed = time.perf_counter() - start
         choice = response["choices"][0]
@@ -159,8 +175,9 @@ class LlamaSampler:
         }
 
     async def aclose(self) -> None:
-        self._executor.shutdown(wait=True)
-        self._llm = None
+        # Stop a generation in progress at its next token rather than wait it out.
+        self._cancel.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,8 @@ class OpenAISampler:
     across endpoints, and bounded retries. The API key is read from the environment
     variable named by `api_key_env` and is never recorded."""
 
+    supports_n = True  # `n` samples in one request (complete_n)
+
     def __init__(
         self,
         endpoints: Sequence[str],
@@ -154,15 +156,15 @@ class OpenAISampler:
                     failure = exc
                 finally:
                     self._in_flight[endpoint] -= 1
-            self._counts[f"retry_{failure.cause}"] += 1
             wait = self.retry.delay(attempt, failure.retry_after, self._rng)
             if not self.retry.should_retry(attempt, started, wait):
-                self._counts["gave_up"] += 1
+                self._counts[f"gave_up_{failure.cause}"] += 1
                 raise SamplerError(
                     f"{endpoint}: gave up after {attempt} attempts "
                     f"({time.monotonic() - started:.1f} s); last error: {failure.cause}"
                 )
             self._counts["retries"] += 1
+            self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
 
     async def _post(self, session: Any, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -100,7 +100,7 @@ def score_math_verify_tail(text: str, ground_truth: Any, timeout_s: int = 5) -> 
     return Score(
         correct=correct,
         formatted=content is not None,
-        answer=content.strip() if content is not None else None,
+        answer=_vote_key(content, display.fields["predicted_answer"]),
         fields={
             "predicted_answer": display.fields["predicted_answer"],
             "boxed_answer": display.fields["boxed_answer"],
@@ -109,6 +109,20 @@ def score_math_verify_tail(text: str, ground_truth: Any, timeout_s: int = 5) -> 
             "scorer": "math-verify-tail",
         },
     )
+
+
+def _vote_key(content: str | None, integer: int | None) -> Any:
+    """What maj@N votes on: the integer when the answer is one (`42`, `42.0`, `\\text{42}`
+    alike), else the boxed content without spaces."""
+    if content is None:
+        return None
+    if integer is not None:
+        return integer
+    try:
+        number = float(content.replace(",", ""))
+    except ValueError:
+        return "".join(content.split())
+    return int(number) if number.is_integer() else number
 
 
 MATH_SCORERS: dict[str, Callable[[str, Any], Score]] = {

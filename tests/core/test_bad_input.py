@@ -136,3 +136,55 @@ def test_hub_unavailable_names_the_offline_option(
     _assert_one_line(result, "agenteval: cannot load hub dataset someone/missing-set (")
     _assert_one_line(result, "); for offline runs pass --dataset-path FILE")
     assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+@pytest.mark.parametrize(
+    ("rows", "suffix", "message"),
+    [
+        (None, ".jsonl", "--dataset-path data/aime25.jsonl: no such file or folder"),
+        (
+            [{"id": 0, "problem": "a", "answer": "1"}, {"id": 1, "answer": "2"}],
+            ".jsonl",
+            "row 2 has no problem; every row needs them",
+        ),
+        ("[{broken", ".json", ": not valid JSON"),
+    ],
+)
+def test_bad_data_files(aime_suite: pytest.Pytester, replay: str, rows, suffix: str, message: str) -> None:
+    if rows is None:
+        target = "data/aime25.jsonl"  # a mistyped path is not taken for a hub id
+    else:
+        target = f"data{suffix}"
+        path = aime_suite.path / target
+        if isinstance(rows, str):
+            path.write_text(rows)
+        else:
+            write_jsonl(path, rows)
+    result = _run(aime_suite, f"--dataset-path={target}", replay)
+    _assert_one_line(result, message)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--bfcl-weights=simple=2",), "--bfcl-weights: unknown category 'simple'; use the categories"),
+        (("--bfcl-weights=multiple=-1",), "--bfcl-weights: 'multiple=-1': weights must be >= 0"),
+        (("--bfcl-style=native",), "--bfcl-style native sends functions as `tools`, which in-process"),
+    ],
+)
+def test_bad_bfcl_options_fail_at_start_up(
+    aime_suite: pytest.Pytester, tiny_aime: Path, args, message
+) -> None:
+    result = _run(aime_suite, f"--dataset-path={tiny_aime}", *args)
+    _assert_one_line(result, message)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_every_endpoint_must_serve_the_model(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:
+    from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+
+    with OpenAITestServer(ServerConfig(model="a")) as one, OpenAITestServer(ServerConfig(model="b")) as two:
+        result = _run(
+            aime_suite, f"--dataset-path={tiny_aime}", f"--endpoint={one.url}", f"--endpoint={two.url}"
+        )
+    _assert_one_line(result, f"--model-name 'a' is not served by {two.url} (it serves: b)")

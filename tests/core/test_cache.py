@@ -81,3 +81,17 @@ def test_retool_trajectories_resume_from_cached_turns(run_suite, pytester: pytes
     assert (sent, resent) == (4, 0)
     texts = [[g["text"] for g in read_results(path)[0][0]["generations"]] for path in (first, second)]
     assert texts[0] == texts[1]  # the random observation came back from the cache too
+
+
+def test_what_is_sent_beside_the_messages_is_part_of_the_key(run_suite, pytester: pytest.Pytester) -> None:
+    cache = f"--agenteval-cache-dir={pytester.path / 'cache'}"
+    with OpenAITestServer(ServerConfig()) as server:
+        run_suite(f"--endpoint={server.url}", "--val-n=1", "--limit=2", cache, "--thinking=off")
+        run_suite(f"--endpoint={server.url}", "--val-n=1", "--limit=2", cache, "--thinking=on", out="b.jsonl")
+        assert len(server.requests) == 4  # thinking on is another request, not a cache hit
+
+
+def test_samples_per_request_on_an_in_process_model_runs_one_call_per_sample(run_suite) -> None:
+    result, out = run_suite("--val-n=2", "--samples-per-request=2", "--limit=1", "--max-tokens=8")
+    problems, _ = read_results(out)
+    assert problems[0]["complete"] is True and len(problems[0]["generations"]) == 2

@@ -35,3 +35,11 @@ def test_declares_suite(tmp_path: Path, source: str, expected: bool) -> None:
     path = tmp_path / "test_x.py"
     path.write_text(source)
     assert declares_suite(path) is expected
+
+
+def test_xdist_scheduling_is_untouched_outside_evaluations(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_plain="import pytest\n@pytest.mark.parametrize('i', range(4))\ndef test_ok(i):\n    pass\n"
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-v")
+    result.stdout.fnmatch_lines(["*scheduling tests via LoadScheduling*"])

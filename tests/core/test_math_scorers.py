@@ -110,3 +110,18 @@ def test_math_verify_tail_refuses_to_run_off_the_main_thread() -> None:
     with ThreadPoolExecutor(1) as pool:
         with pytest.raises(RuntimeError, match="main thread"):
             pool.submit(score_math_verify_tail, "\\boxed{1}", 1).result()
+
+
+@pytest.mark.parametrize(
+    ("boxed", "vote"),
+    [
+        ("42", 42),
+        ("42.0", 42),
+        ("\\text{42}", 42),
+        ("0042", 42),
+        ("3.5", 3.5),
+        ("\\frac{1}{2}", "\\frac{1}{2}"),
+    ],
+)
+def test_math_verify_tail_votes_on_normalised_answers(boxed: str, vote) -> None:
+    assert score_math_verify_tail(f"so \\boxed{{{boxed}}}", 42).answer == vote

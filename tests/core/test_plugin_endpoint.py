@@ -100,3 +100,21 @@ def test_a_server_without_n_gets_the_missing_samples_one_by_one(run_suite) -> No
     assert seeds == [first, first + 1, first + 2]
     problems, _ = read_results(out)
     assert len(problems[0]["generations"]) == 3 and problems[0]["complete"] is True
+
+
+def test_several_endpoints_each_get_the_full_concurrency(run_suite, pytester) -> None:
+    from tests.conftest import write_jsonl
+
+    data = write_jsonl(
+        pytester.path / "many.jsonl", [{"id": i, "problem": f"q{i}", "answer": "1"} for i in range(16)]
+    )
+    config = ServerConfig(latency_ms=300)
+    with OpenAITestServer(config) as one, OpenAITestServer(config) as two:
+        run_suite(f"--endpoint={one.url}", f"--endpoint={two.url}", "--val-n=2", "--concurrency=4", data=data)
+        peaks = one.stats()["max_in_flight"], two.stats()["max_in_flight"]
+    assert peaks == (4, 4)
+
+
+def test_collect_only_with_a_gate_is_not_an_evaluation(run_suite) -> None:
+    result, out = run_suite("--co", "--agenteval-gate", "aime25.average_at_n >= 0.5")
+    assert result.ret == 0 and not out.exists()

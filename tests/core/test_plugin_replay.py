@@ -172,3 +172,39 @@ def test_data_from_parquet_and_save_to_disk(
     problems, (summary,) = read_results(out)
     assert [p["ground_truth"] for p in problems] == [70, 588, 16, 87]
     assert summary["dataset_path"] == str(data.resolve())
+
+
+CUSTOM_SUITE = """
+from pytest_agenteval.aime25 import Aime25
+
+
+class Custom(Aime25):
+    name = "custom"
+
+    def sampling(self, settings):
+        return {**super().sampling(settings), "temperature": 0.0}
+
+    def summarize(self, records, settings):
+        return {**super().summarize(records, settings), "custom_metric": 0.5}
+
+
+agenteval_suite = Custom()
+
+
+def test_custom(evaluation):
+    evaluation.check()
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_user_suite_is_summarised_by_its_own_code_under_xdist(
+    pytester: pytest.Pytester, tiny_aime: Path, replay: Path, workers: str
+) -> None:
+    pytester.makepyfile(test_custom=CUSTOM_SUITE)
+    result = pytester.runpytest_subprocess(
+        f"--dataset-path={tiny_aime}", f"--model-path=replay:{replay}", "-n", workers,
+        "--agenteval-out=r.jsonl", "--agenteval-gate", "custom.custom_metric >= 0.5",
+    )  # fmt: skip
+    assert result.ret == 0
+    _, (summary,) = read_results(pytester.path / "r.jsonl")
+    assert (summary["custom_metric"], summary["temperature"]) == (0.5, 0.0)

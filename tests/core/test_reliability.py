@@ -225,20 +225,23 @@ def test_aime25(evaluation):
 """
 
 
-def test_a_refused_request_stops_the_run_with_one_line(pytester: pytest.Pytester, tiny_aime: Path) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_refused_request_stops_the_run_with_one_line(
+    pytester: pytest.Pytester, tiny_aime: Path, workers: str
+) -> None:
     pytester.makepyfile(test_refused=REFUSING_SUITE)
     with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
         result = pytester.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            f"--dataset-path={tiny_aime}",
-            f"--endpoint={server.url}",
-            "--val-n=1",
-            "--agenteval-out=r.jsonl",
-        )
-    result.assert_outcomes(passed=1, errors=1)  # items 2 and 3 never ran
+            "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}",
+            "--val-n=1", "--agenteval-out=r.jsonl", "-n", workers,
+        )  # fmt: skip
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the same with or without xdist
     result.stdout.fnmatch_lines(
-        ["*agenteval: the server refused a request: http://x/v1/chat/completions: HTTP 401: bad key*"]
+        ["*the server refused a request: http://x/v1/chat/completions: HTTP 401: bad key*"]
     )
     _, (summary,) = read_results(pytester.path / "r.jsonl")
-    assert summary["complete"] is False and len(summary["missing"]) == 2
+    assert summary["complete"] is False
+    assert summary["errors"]["messages"]["1"].startswith("sample 0: FatalRequestError: ")
+    if workers == "0":  # without xdist the run stops right there: items 2 and 3 never ran
+        result.assert_outcomes(passed=1, errors=1)
+        assert len(summary["missing"]) == 2

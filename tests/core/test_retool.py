@@ -179,3 +179,48 @@ def test_tool_output_is_tail_truncated_and_errors_are_reported(run_suite) -> Non
     assert tool["output"].startswith("...(truncated)") and "ZeroDivisionError" in tool["output"]
     assert len(tool["output"]) <= 4 * 40 + len("...(truncated)\n")
     assert summary["sandbox"]["error_rate"] == 1.0
+
+
+BROKEN_SANDBOX = """
+from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.sandbox import ExecutionResult
+
+
+class BrokenSandbox(Aime25):
+    # The sandbox's own failure (its zygote died) cannot be caused on purpose from model
+    # code, so this stands in for it: the one fake in these tests.
+    async def rollout(self, ctx):
+        async def died(code, context, index):
+            return ExecutionResult("sandbox_error", "the sandbox process died", "", "", None, 0.1, False)
+
+        ctx.resources.run_code = died
+        return await super().rollout(ctx)
+
+
+agenteval_suite = BrokenSandbox()
+
+
+def test_aime25(evaluation):
+    evaluation.check()
+"""
+
+
+def test_a_sandbox_failure_is_an_error_not_a_wrong_answer(pytester, tiny_aime) -> None:
+    pytester.makepyfile(test_broken=BROKEN_SANDBOX)
+    with OpenAITestServer(ServerConfig(script=ScriptedToolModel(_solve_with_tool("print(70)")))) as server:
+        result = pytester.runpytest_subprocess(
+            f"--dataset-path={tiny_aime}", f"--endpoint={server.url}", "--mode=retool", "--limit=1",
+            "--val-n=1", "--agenteval-out=r.jsonl",
+        )  # fmt: skip
+    result.assert_outcomes(errors=1)
+    (problem,), _ = read_results(pytester.path / "r.jsonl")
+    assert problem["error"] == "sample 0: SandboxFailure: code call 1: the sandbox process died"
+
+
+def test_a_prompt_over_the_trajectory_budget_is_an_error(run_suite) -> None:
+    with OpenAITestServer(ServerConfig()) as server:
+        result, out = run_suite(f"--endpoint={server.url}", *RETOOL, "--max-trajectory-tokens=20")
+        requests = len(server.requests)
+    result.assert_outcomes(errors=1)
+    (problem,), _ = read_results(out)
+    assert "PromptTooLong: the prompt alone is ~" in problem["error"] and requests == 0

@@ -69,6 +69,8 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
             ("-m", "simple_python or (multiple and non_live)", "--limit-per-category=2"),
             ["simple_python_0", "simple_python_1", "multiple_0", "multiple_1"],
         ),
+        # progressive mode reorders items by stage; --limit still means dataset order
+        (("--limit=3", "--bfcl-progressive=0.8"), ["simple_python_0", "simple_python_1", "simple_python_2"]),
     ],
 )
 def test_limits_apply_after_marker_selection(bfcl: pytest.Pytester, args: tuple, expected: list) -> None:
@@ -171,3 +173,17 @@ def test_embedded_model_runs_simple_items_offline(bfcl: pytest.Pytester) -> None
     assert [p["problem_id"] for p in problems] == ["simple_python_0", "simple_python_1", "simple_python_2"]
     assert summary["per_category"]["simple_python"]["total"] == 3
     assert summary["temperature"] == 0.001 and summary["max_tokens"] == 24
+
+
+def test_odd_literal_values_score_instead_of_crashing(bfcl: pytest.Pytester) -> None:
+    entry = load_bfcl(["simple_python"])[0]
+    texts = [
+        "[calculate_triangle_area(base={1: 'a', 'b': 2}, height=5)]",
+        "[calculate_triangle_area(base=b'x')]",
+    ]
+    replay = write_jsonl(
+        bfcl.path / "replay.jsonl",
+        [{"problem_id": entry.id, "sample_index": j, "text": t} for j, t in enumerate(texts)],
+    )
+    result = run(bfcl, f"--model-path=replay:{replay}", "--val-n=2", f"test_bfcl.py::test_bfcl[{entry.id}]")
+    result.assert_outcomes(failed=1)

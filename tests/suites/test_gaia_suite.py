@@ -95,6 +95,7 @@ def test_level_marker_selects_level_one_only(gaia: pytest.Pytester) -> None:
             "HF_TOKEN, or pass --gaia-path DIR",
         ),
         (("--gaia-path=missing",), "GAIA path missing does not exist"),
+        (("-m", "level1"), "GAIA is gated"),  # the skip is not deselected away
     ],
 )
 def test_no_access_skips_with_one_line(gaia: pytest.Pytester, monkeypatch, args: tuple, reason: str) -> None:
