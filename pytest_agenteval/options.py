@@ -179,7 +179,7 @@ OPTIONS: tuple[Option, ...] = (
         "out",
         "--agenteval-out",
         None,
-        "results JSONL (default: agenteval-results/<suite>-<model>-<time>.jsonl)",
+        "results JSONL (default: agenteval-results/<suite>-<model>-<time>-<pid>.jsonl)",
     ),
     Option(
         "gates",
