@@ -3,7 +3,9 @@ measured in one run on the same prompts, seeds and sampling parameters.
 
     python benchmarks/embedded_throughput.py --dataset-path ../shared/data/aime25/aime25.jsonl
 
-(a) raw: one `Llama` (1 thread) generates every sample in a loop;
+(a) raw: one `Llama` generates every sample in a loop, with the plugin's thread settings
+    (1 thread for generation and for prompt processing; llama-cpp-python's own default
+    would give prompt processing every core);
 (b) plugin, -n 0: `pytest suites/aime25 ...` in a subprocess, the same samples;
 (c) plugin, -n 2: two workers, one model each, on this machine's cores.
 Tokens/s = completion tokens / wall seconds of the whole step (start-up included for
@@ -31,7 +33,9 @@ def raw(problems: list[dict], samples: int, max_tokens: int, seed: int) -> tuple
     from llama_cpp import Llama
 
     started = time.perf_counter()
-    llm = Llama(model_path=str(embedded_model_path()), n_ctx=8192, n_threads=1, verbose=False)
+    llm = Llama(
+        model_path=str(embedded_model_path()), n_ctx=8192, n_threads=1, n_threads_batch=1, verbose=False
+    )
     tokens = 0
     for problem in problems:
         for j in range(samples):
