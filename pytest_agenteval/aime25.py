@@ -64,11 +64,9 @@ class Aime25(Suite):
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         if settings.mode == "retool":
             from .retool import initial_messages
+            from .tool_loop import uses_native_tools
 
-            # as the rollout decides: native tool calls for endpoints unless told otherwise
-            native = settings.tool_protocol == "native" or (
-                settings.tool_protocol == "auto" and bool(settings.endpoints)
-            )
+            native = uses_native_tools(bool(settings.endpoints), settings)  # endpoints take tools
             return content_hash(initial_messages(problem.text, settings, native))
         return content_hash(text_only_messages(problem.text))
 
@@ -122,7 +120,7 @@ async def _from_shared_request(
     size = ctx.settings.samples_per_request
     group, index = divmod(ctx.sample_index, size)
     first = group * size
-    count = min(size, ctx.resources.sample_count_of(ctx.problem) - first)
+    count = min(size, ctx.samples - first)
     seed = sample_seed(ctx.settings.seed, ctx.problem.id, first)
     completions = await ctx.resources.shared_request(
         (ctx.problem.suite, ctx.problem.node_id, group),

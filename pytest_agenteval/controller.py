@@ -159,9 +159,8 @@ class ResultsCollector:
         settings = self.settings
         scored = [r for r in records if r.complete]
         errored = [r for r in records if not r.complete]
-        own_missing = [
-            n for n in missing if any(n.split("::")[0] == r.nodeid.split("::")[0] for r in records)
-        ]
+        files = {r.nodeid.split("::")[0] for r in records}
+        own_missing = [n for n in missing if n.split("::")[0] in files]
         described = suite.describe(settings)
         finished = time.time()
         return {

@@ -19,7 +19,7 @@ from .items import SUITE_ATTRIBUTE, apply_limits, in_use, problem_of, suite_of, 
 from .markers import MARKERS
 from .records import Problem, ProblemRecord
 from .registry import KNOWN_METRICS, remember
-from .results import check_writable, default_out_path
+from .results import RESULTS_DIR, check_writable
 from .runtime import Runtime
 from .samplers import ModelChoice, ReplayError, ReplaySource, choose_model, probe_endpoint
 from .suite import DataError, Suite
@@ -112,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
         collect_only = config.option.collectonly
         choice = _check_model(settings, collect_only=collect_only)
         if not collect_only:
-            _check_output(settings, choice)
+            _check_output(settings)
         _check_suite_options(settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
@@ -142,14 +142,15 @@ def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelCho
         return ModelChoice("invalid", model_name=str(exc))
 
 
-def _check_output(settings: options.Settings, choice: ModelChoice) -> None:
-    out = settings.out and os.path.expanduser(settings.out)
-    target = out or str(default_out_path(["x"], choice.label, 0))
+def _check_output(settings: options.Settings) -> None:
+    """The results folder must take a file now, not after hours of generation."""
+    target = Path(os.path.expanduser(settings.out)) if settings.out else Path(RESULTS_DIR) / "results.jsonl"
     try:
-        check_writable(Path(target))
+        check_writable(target)
     except OSError as exc:
+        where = f"--agenteval-out {target}" if settings.out else f"the results folder {target.parent}"
         raise pytest.UsageError(
-            f"--agenteval-out {target}: not writable ({exc.strerror or exc}); choose a writable path"
+            f"{where}: not writable ({exc.strerror or exc}); choose a writable --agenteval-out path"
         ) from None
 
 

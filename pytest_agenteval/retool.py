@@ -41,6 +41,6 @@ def budget(settings: Settings) -> LoopBudget:
 
 
 async def retool_rollout(ctx: RolloutContext) -> Rollout:
-    native = uses_native_tools(ctx.sampler, ctx.settings)
+    native = uses_native_tools(getattr(ctx.sampler, "native_tools", False), ctx.settings)
     messages = initial_messages(ctx.problem.text, ctx.settings, native)
     return await run_tool_loop(ctx, messages, budget(ctx.settings), native, ANSWER_MARKER)

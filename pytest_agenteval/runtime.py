@@ -129,7 +129,14 @@ class Runtime:
             return dataclasses.replace(rollout, attempts=0, retries=0)  # nothing was sent
         seed = sample_seed(self.settings.seed, problem.id, sample_index)
         ctx = RolloutContext(
-            self.settings, sampler, problem, sample_index, seed, self, suite.sampling(self.settings)
+            self.settings,
+            sampler,
+            problem,
+            sample_index,
+            seed,
+            self,
+            suite.sampling(self.settings),
+            self.sample_count(suite, problem),
         )
         return await suite.rollout(ctx)
 
@@ -150,11 +157,6 @@ class Runtime:
                 continue  # the agent fixture has not been set up yet: nothing to run ahead
             if self.admission(suite, problem) == "run":
                 self._submit(suite, problem, order)
-
-    def sample_count_of(self, problem: Problem) -> int:
-        from .registry import suite_by_name
-
-        return self.sample_count(suite_by_name(problem.suite), problem)
 
     async def shared_request(self, key: tuple[str, str, int], readers: int, request: Any) -> Any:
         """One request whose result several samples read (`n`); on the engine loop."""

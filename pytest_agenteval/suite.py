@@ -37,6 +37,7 @@ class RolloutContext:
     seed: int
     resources: Any  # the per-process Runtime: lazily started shared tools (the sandbox)
     sampling: Mapping[str, Any]  # the suite's effective temperature, top_p, top_k, max_tokens
+    samples: int  # N: generations of this problem
 
     def params(self, max_tokens: int | None = None, seed: int | None = None) -> SamplingParams:
         from .samplers import SamplingParams

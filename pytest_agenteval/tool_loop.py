@@ -54,9 +54,10 @@ class Action:
     reason: str = ""
 
 
-def uses_native_tools(sampler: Any, settings: Settings) -> bool:
+def uses_native_tools(backend_takes_tools: bool, settings: Settings) -> bool:
+    """Native `tools`/`tool_calls` or the raw-text protocol: auto follows the backend."""
     if settings.tool_protocol == "auto":
-        return bool(getattr(sampler, "native_tools", False))
+        return backend_takes_tools
     return settings.tool_protocol == "native"
 
 

@@ -63,7 +63,7 @@ def default_messages(task: GaiaTask, native: bool, max_trajectory_tokens: int = 
 
 async def default_agent(ctx: RolloutContext, task: GaiaTask) -> Rollout:
     settings = ctx.settings
-    native = uses_native_tools(ctx.sampler, settings)
+    native = uses_native_tools(getattr(ctx.sampler, "native_tools", False), settings)
     budget = LoopBudget(
         max_turns=settings.gaia_max_steps,
         max_calls=settings.gaia_max_steps,
