@@ -155,6 +155,7 @@ def _completion_to_dict(completion: Completion) -> dict[str, Any]:
 def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
     fields = dict(data)
     fields["tool_calls"] = tuple(ToolCall(**call) for call in fields.get("tool_calls", ()))
+    fields["token_ids"] = tuple(fields.get("token_ids", ()))
     fields.update(attempts=0, cached=True)
     return Completion(**fields)
 
@@ -176,6 +177,20 @@ class CachingSampler:
             "extra_body": dict(getattr(inner, "extra_body", {}) or {}),
         }
         self.supports_n = getattr(inner, "supports_n", False)
+        self.token_io = getattr(inner, "token_io", False)
+        self.counter = getattr(inner, "counter", None)
+
+    def chat_tokenizer(self) -> Any:
+        return self.inner.chat_tokenizer()
+
+    async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
+        key = _digest({"model": self._model_key, "prompt_ids": list(prompt), "params": params.as_dict()})
+        hit = self.cache.get(key)
+        if hit is not None:
+            return _completion_from_dict(hit)
+        completion = await self.inner.complete_tokens(prompt, params)
+        self.cache.put(key, _completion_to_dict(completion))
+        return completion
 
     async def complete(
         self,

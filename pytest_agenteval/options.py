@@ -95,6 +95,13 @@ OPTIONS: tuple[Option, ...] = (
         int,
     ),
     Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
+    Option(
+        "tokenizer",
+        "--tokenizer",
+        None,
+        "tokenizer.json (or its folder, with the chat template in tokenizer_config.json) that "
+        "counts tokens for --endpoint servers without a /tokenize route",
+    ),
     # sampling
     Option("val_n", "--val-n", 12, "generations per problem (N)", int),
     Option("temperature", "--temperature", 1.0, "sampling temperature", float),
@@ -117,7 +124,13 @@ OPTIONS: tuple[Option, ...] = (
         int,
     ),
     # AIME
-    Option("mode", "--mode", "text-only", "AIME inference mode", choices=("text-only", "retool")),
+    Option(
+        "mode",
+        "--mode",
+        "retool",
+        "AIME inference mode: retool (the seed lab's default: Python between turns) or text-only",
+        choices=("retool", "text-only"),
+    ),
     Option(
         "scorer",
         "--scorer",
@@ -154,7 +167,7 @@ OPTIONS: tuple[Option, ...] = (
         "tool_protocol",
         "--tool-protocol",
         "auto",
-        "retool tool calls: native "
+        "GAIA default agent tool calls: native "
         "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
         choices=("auto", "native", "text"),
     ),
@@ -278,6 +291,7 @@ class Settings:
     thinking: str
     llama_threads: int
     n_ctx: int
+    tokenizer: str | None
     val_n: int
     temperature: float
     top_p: float
@@ -422,5 +436,12 @@ def validate(settings: Settings) -> None:
             "--endpoint and --model-path conflict: evaluate one model per run "
             "(drop --model-path to use the server, or drop --endpoint)"
         )
+    if settings.tokenizer:
+        from .samplers._template import tokenizer_from_file
+
+        try:
+            tokenizer_from_file(settings.tokenizer)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if settings.samples_per_request > settings.val_n:
         raise pytest.UsageError("--samples-per-request cannot exceed --val-n")

@@ -95,19 +95,20 @@ class Runtime:
     def containment_level(self) -> str:
         return self.sandbox().containment.get("level", "unknown")
 
-    async def run_code(self, code: str, ctx: RolloutContext, call_index: int) -> Any:
+    async def run_code(self, code: str, ctx: RolloutContext, call_index: int, auto_print: bool = True) -> Any:
         """One sandboxed code call of a rollout; cached per (sample, call, code) so a
         resumed trajectory sees the same observations."""
         key = None
         if self.cache is not None:
-            sandbox = (self.settings.sandbox_timeout, self.settings.sandbox_level)  # change the outcome
+            # what changes the outcome (v2: results carry the raw streams)
+            sandbox = (self.settings.sandbox_timeout, self.settings.sandbox_level, auto_print, "v2")
             key = self.cache.tool_key(
                 ctx.problem.suite, ctx.problem.node_id, ctx.seed, call_index, code, sandbox
             )
             hit = self.cache.get_tool(key)
             if hit is not None:
                 return hit
-        result = await self.sandbox().run(code)
+        result = await self.sandbox().run(code, auto_print)
         if key is not None and result.status != "sandbox_error":
             self.cache.put_tool(key, result)
         return result

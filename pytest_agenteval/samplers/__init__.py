@@ -139,6 +139,11 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
     extra = {}
     if settings.thinking != "omit":
         extra["chat_template_kwargs"] = {"enable_thinking": settings.thinking == "on"}
+    tokenizer = None
+    if settings.tokenizer:
+        from ._template import tokenizer_from_file
+
+        tokenizer = tokenizer_from_file(settings.tokenizer)
     return OpenAISampler(
         choice.endpoints,
         choice.model_name or "default",
@@ -147,6 +152,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         request_timeout_s=settings.request_timeout,
         retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,
+        tokenizer=tokenizer,
     )
 
 
@@ -165,14 +171,19 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             sha256=file_fingerprint(choice.path),
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
-            token_counter="the model's own tokenizer",
+            token_counter="the model's own tokenizer and chat template (token-in/token-out)",
         )
     elif choice.kind == "openai":
         info.update(
             name=choice.model_name,
             endpoints=list(choice.endpoints),
             api_key_env=settings.api_key_env,
-            token_counter="server usage; tool output estimated at 4 characters a token",
+            token_counter=(
+                f"--tokenizer {settings.tokenizer}"
+                if settings.tokenizer
+                else "the server's tokenizer where it has /tokenize or /extras/tokenize, else an "
+                "estimate (each generation records which: token_counting)"
+            ),
         )
     else:
         assert choice.path is not None

@@ -61,6 +61,7 @@ class Completion:
     latency_s: float = 0.0
     attempts: int = 1  # requests sent, retries included; 0 when served from the cache
     cached: bool = False
+    token_ids: tuple[int, ...] = ()  # the sampled ids, where the backend returns them
 
 
 @dataclass(frozen=True)

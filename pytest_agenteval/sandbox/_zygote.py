@@ -101,7 +101,9 @@ class Zygote:
         err_fd = os.open(os.path.join(self.root, f"c{cid}.err"), flags, 0o600)
         pid = os.fork()
         if pid == 0:
-            _child.child_main(self.prep, req["code"], scratch, out_fd, err_fd)
+            _child.child_main(
+                self.prep, req["code"], scratch, out_fd, err_fd, bool(req.get("auto_print", True))
+            )
         call = Call(req, pid, scratch, out_fd, err_fd, float(self.cfg["timeout_s"]))
         self.calls[pid] = call
         self.by_id[cid] = call

@@ -1,4 +1,5 @@
-"""AIME answers: the text-only integer rule and the ReTool reward rule (math-verify)."""
+"""AIME answers, exactly as the seed lab scores them (its eval.py and reward.py):
+the text-only integer rule and the ReTool reward rule (math-verify on the tail)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,28 @@ from typing import Any
 
 from ..records import Score
 
-_BOXED = re.compile(r"\\boxed")
-_WRAPPER = re.compile(r"^\\(?:text|mathrm)\{(.*)\}$", re.DOTALL)
-_SIGNED_INT = re.compile(r"[+-]?\d+")
-REWARD_TAIL_CHARS = 300
+REWARD_TAIL_CHARS = 300  # reward.py ANSWER_WINDOW_CHARS: only the end of the answer counts
+_WRAPPER = re.compile(r"\\(?:text|mathrm)\s*\{([^{}]*)\}")
+_SIGNED_INT = re.compile(r"\s*([+-]?\d+)\s*")
+
+
+def extract_last_boxed(text: str) -> str | None:
+    """eval.py `extract_last_boxed`: from the last `\\boxed`, the next `{` (any characters
+    may sit between them), brace-balanced; an unclosed one falls back to an earlier
+    `\\boxed`. The content is stripped."""
+    end = len(text)
+    while True:
+        start = text.rfind("\\boxed", 0, end)
+        if start < 0:
+            return None
+        left = text.find("{", start)
+        if left < 0:
+            end = start
+            continue
+        content = _balanced(text, left)
+        if content is not None:
+            return content.strip()
+        end = start
 
 
 def _balanced(text: str, open_at: int) -> str | None:
@@ -30,47 +49,42 @@ def _balanced(text: str, open_at: int) -> str | None:
     return None
 
 
-def extract_last_boxed(text: str) -> str | None:
-    """Content of the last brace-balanced `\\boxed{...}`; when the last one is unclosed,
-    fall back to an earlier one. Whitespace between `\\boxed` and `{` is allowed."""
-    for match in reversed(list(_BOXED.finditer(text))):
-        position = match.end()
-        while position < len(text) and text[position].isspace():
-            position += 1
-        if position < len(text) and text[position] == "{":
-            content = _balanced(text, position)
-            if content is not None:
-                return content
-    return None
-
-
-def normalize_integer_answer(raw: str | None) -> int | None:
-    """The seed's rule: strip, drop `,` and `$`, unwrap one `\\text{}`/`\\mathrm{}`, then
-    the whole string must be a signed integer. `$\\mathrm{007}$` -> 7, `42.0` -> None."""
-    if raw is None:
+def normalize_aime_answer(answer: str | None) -> str | None:
+    """eval.py `normalize_aime_answer`: strip, drop `,` and `$`, unwrap every
+    `\\text{}`/`\\mathrm{}` (whitespace allowed before `{`), then a signed integer with
+    optional surrounding whitespace, as a string without leading zeros.
+    `$\\mathrm{007}$` -> "7", `\\text{ 42 }` -> "42", `42.0` -> None."""
+    if answer is None:
         return None
-    text = raw.strip().replace(",", "").replace("$", "")
-    wrapped = _WRAPPER.match(text)
-    if wrapped:
-        text = wrapped.group(1)
-    if not _SIGNED_INT.fullmatch(text):
+    cleaned = answer.strip().replace(",", "").replace("$", "")
+    cleaned = _WRAPPER.sub(r"\1", cleaned)
+    match = _SIGNED_INT.fullmatch(cleaned)
+    if match is None:
         return None
-    return int(text)
+    return str(int(match.group(1)))
 
 
 def score_boxed_integer(text: str, ground_truth: Any) -> Score:
-    """Text-only rule: the last boxed answer, normalised to an integer, equals the truth.
+    """Text-only rule: the normalised last boxed answer equals the normalised truth.
     Formatted = a boxed answer was found at all."""
     boxed = extract_last_boxed(text)
-    predicted = normalize_integer_answer(boxed)
-    expected = normalize_integer_answer(str(ground_truth))
-    correct = predicted is not None and predicted == expected
+    predicted = normalize_aime_answer(boxed)
+    expected = normalize_aime_answer(str(ground_truth))
     return Score(
-        correct=correct,
+        correct=predicted is not None and predicted == expected,
         formatted=boxed is not None,
         answer=predicted,
         fields={"predicted_answer": predicted, "boxed_answer": boxed, "scorer": "boxed-integer"},
     )
+
+
+def extract_reward_boxed(text: str) -> str | None:
+    """reward.py `extract_last_boxed`: the last exact `\\boxed{`, brace-balanced; an
+    unclosed one is no answer (no fallback)."""
+    index = text.rfind("\\boxed{")
+    if index < 0:
+        return None
+    return _balanced(text, index + len("\\boxed"))
 
 
 def _require_main_thread() -> None:
@@ -80,22 +94,24 @@ def _require_main_thread() -> None:
         raise RuntimeError("math-verify must run on the main thread (its timeout is SIGALRM)")
 
 
-def score_math_verify_tail(text: str, ground_truth: Any, timeout_s: int = 5) -> Score:
-    """ReTool reward rule: in the last 300 characters, from the last exact `\\boxed{`,
-    math-verify decides equivalence with the ground truth. The full-text integer
-    extraction is recorded beside it, with a flag when the two disagree."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+def answers_equivalent(prediction: str, reference: str) -> bool:
+    """reward.py `answers_equivalent`: math-verify on `$reference$` and `$prediction$`
+    with the library defaults; any exception is "not equivalent"."""
+    from math_verify import parse, verify
 
     _require_main_thread()
-    tail = text[-REWARD_TAIL_CHARS:]
-    start = tail.rfind("\\boxed{")
-    content = _balanced(tail, start + len("\\boxed")) if start >= 0 else None
-    correct = False
-    if content is not None:
-        configs = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
-        gold = parse(f"${ground_truth}$", extraction_config=configs, parsing_timeout=timeout_s)
-        predicted = parse(f"\\boxed{{{content}}}", extraction_config=configs, parsing_timeout=timeout_s)
-        correct = bool(gold and predicted and verify(gold, predicted, timeout_seconds=timeout_s))
+    try:
+        return bool(verify(parse(f"${reference}$"), parse(f"${prediction}$")))
+    except Exception:  # math-verify raises on odd input: the lab scores that as wrong
+        return False
+
+
+def score_math_verify_tail(text: str, ground_truth: Any) -> Score:
+    """ReTool reward rule (reward.py `score_answer`): in the last 300 characters, the last
+    `\\boxed{` decides, by math-verify against the truth. The full-text integer extraction
+    (what the lab records as `predicted_answer`) is kept beside it, flagged on disagreement."""
+    content = extract_reward_boxed(text[-REWARD_TAIL_CHARS:])
+    correct = content is not None and answers_equivalent(content.strip(), str(ground_truth).strip())
     display = score_boxed_integer(text, ground_truth)
     return Score(
         correct=correct,
@@ -111,7 +127,7 @@ def score_math_verify_tail(text: str, ground_truth: Any, timeout_s: int = 5) -> 
     )
 
 
-def _vote_key(content: str | None, integer: int | None) -> Any:
+def _vote_key(content: str | None, integer: str | None) -> Any:
     """What maj@N votes on: the integer when the answer is one (`42`, `42.0`, `\\text{42}`
     alike), else the boxed content without spaces."""
     if content is None:
@@ -122,7 +138,7 @@ def _vote_key(content: str | None, integer: int | None) -> Any:
         number = float(content.replace(",", ""))
     except ValueError:
         return "".join(content.split())
-    return int(number) if number.is_integer() else number
+    return str(int(number)) if number.is_integer() else str(number)
 
 
 MATH_SCORERS: dict[str, Callable[[str, Any], Score]] = {

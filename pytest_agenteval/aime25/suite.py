@@ -1,17 +1,24 @@
-"""AIME 2025: text-only (one boxed answer) and retool (Python between turns)."""
+"""AIME 2025 as the seed lab runs it: retool (Python between turns, the default) and
+text-only (one boxed answer), with the lab's prompts, scorers and record fields."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import data
-from .options import Settings
-from .records import Problem, Rollout, Score, content_hash, sample_seed
-from .scorers import MATH_SCORERS, math_verify_version, normalize_integer_answer
-from .suite import DataError, RolloutContext, Suite, single_turn_rollout
+from .. import data
+from ..options import Settings
+from ..records import Problem, ProblemRecord, Rollout, Score, content_hash, sample_seed
+from ..scorers import MATH_SCORERS, math_verify_version, normalize_aime_answer
+from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
+from ._conversation import TOOLS
+from ._protocol import initial_messages
 
 TEXT_ONLY_SUFFIX = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
+
+
+_NUMERIC_ID = re.compile(r"[+-]?\d+")
 
 
 def text_only_messages(problem: str) -> list[dict[str, str]]:
@@ -33,7 +40,7 @@ class Aime25(Suite):
         rows = data.load_rows(source, option=option, revision=settings.dataset_revision)
         where = f"{option} {source}"
         data.require_columns(rows, ("problem", "answer"), where)
-        ids = [row.get("id", index) for index, row in enumerate(rows)]
+        ids = [_problem_id(row.get("id", index)) for index, row in enumerate(rows)]
         data.require_unique(ids, where)
         integer_rule = settings.effective_scorer == "boxed-integer"
         problems = []
@@ -41,13 +48,15 @@ class Aime25(Suite):
             text = str(row["problem"] or "").strip()
             if not text:
                 raise DataError(f"{where}: problem {problem_id!r} has an empty `problem`")
-            answer = _reference(row["answer"], problem_id, where, integer_rule)
-            problems.append(Problem(self.name, problem_id, index, text, answer, ("aime25",)))
+            truth = _ground_truth(row["answer"], problem_id, where, integer_rule)
+            problems.append(
+                Problem(self.name, problem_id, index, text, truth, ("aime25",), str(row["answer"]))
+            )
         return problems
 
     async def rollout(self, ctx: RolloutContext) -> Rollout:
         if ctx.settings.mode == "retool":
-            from .retool import retool_rollout
+            from ._retool import retool_rollout
 
             return await retool_rollout(ctx)
         messages = text_only_messages(ctx.problem.text)
@@ -59,16 +68,29 @@ class Aime25(Suite):
         return single_turn_rollout(completion, extra)
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
-        return MATH_SCORERS[settings.effective_scorer](rollout.text, problem.reference)
+        # the reward rule compares with the dataset's answer as written (reward.py), the
+        # integer rule with its normalised form (eval.py)
+        scorer = settings.effective_scorer
+        truth = problem.payload if scorer == "math-verify-tail" else problem.reference
+        return MATH_SCORERS[scorer](rollout.text, truth)
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         if settings.mode == "retool":
-            from .retool import initial_messages
-            from .tool_loop import uses_native_tools
-
-            native = uses_native_tools(bool(settings.endpoints), settings)  # endpoints take tools
-            return content_hash(initial_messages(problem.text, settings, native))
+            return content_hash({"messages": initial_messages(problem.text), "tools": TOOLS})
         return content_hash(text_only_messages(problem.text))
+
+    def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        """The lab's summary, plus how budgets were counted and how turns continued."""
+        summary = super().summarize(records, settings)
+        if settings.mode == "retool":
+            for key in ("token_counting", "continuation"):
+                counts: dict[str, int] = {}
+                for record in records:
+                    for generation in record.generations:
+                        value = str(generation.rollout.extra.get(key, "unknown"))
+                        counts[value] = counts.get(value, 0) + 1
+                summary[key] = counts
+        return summary
 
     def describe(self, settings: Settings) -> dict[str, Any]:
         source, _ = self._source(settings)
@@ -130,13 +152,19 @@ async def _from_shared_request(
     return completions[index], {"request_seed": seed, "choice_index": index}
 
 
-def _reference(raw: Any, problem_id: Any, where: str, integer_rule: bool) -> Any:
-    if integer_rule:
-        value = normalize_integer_answer(str(raw))
-        if value is None:
-            raise DataError(
-                f"{where}: answer {raw!r} of problem {problem_id!r} is not an integer; "
-                "the text-only scorer needs integer answers (or pass --scorer math-verify-tail)"
-            )
-        return value
-    return str(raw).strip()
+def _problem_id(raw: Any) -> Any:
+    """eval.py `int(row.get("id", index))` where the id is numeric; other ids as they are."""
+    if isinstance(raw, int) or (isinstance(raw, str) and _NUMERIC_ID.fullmatch(raw.strip())):
+        return int(raw)
+    return raw
+
+
+def _ground_truth(raw: Any, problem_id: Any, where: str, integer_rule: bool) -> str | None:
+    """The lab's `ground_truth`: the answer normalised to an integer string."""
+    value = normalize_aime_answer(str(raw))
+    if value is None and integer_rule:
+        raise DataError(
+            f"{where}: answer {raw!r} of problem {problem_id!r} is not an integer; "
+            "the text-only scorer needs integer answers (or pass --scorer math-verify-tail)"
+        )
+    return value

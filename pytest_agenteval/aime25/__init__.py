@@ -1,0 +1,17 @@
+"""AIME 2025: the suite, the seed lab's ReTool protocol and its scorers."""
+
+from ._protocol import CODE_TOOL, SYSTEM_PROMPT, ParsedAssistant, parse_assistant, tool_content
+from ._retool import PromptTooLong, retool_rollout
+from .suite import Aime25, text_only_messages
+
+__all__ = [
+    "CODE_TOOL",
+    "SYSTEM_PROMPT",
+    "Aime25",
+    "ParsedAssistant",
+    "PromptTooLong",
+    "parse_assistant",
+    "retool_rollout",
+    "text_only_messages",
+    "tool_content",
+]

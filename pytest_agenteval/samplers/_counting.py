@@ -1,0 +1,125 @@
+"""Token counts on OpenAI-compatible endpoints, from the most faithful source there is:
+`--tokenizer PATH` (local), the server's `/tokenize` with messages and tools (vLLM,
+SGLang: its own template and tokenizer), llama.cpp's `/extras/tokenize` (text only), and
+a 4-characters-per-token estimate only when none of these exists."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._base import SamplerError, approx_token_count
+from ._template import ChatTokenizer
+
+MODES = {
+    "local": "--tokenizer {path}",
+    "tokenize": "the server's /tokenize (its chat template and tokenizer)",
+    "extras": "the server's /extras/tokenize (text; chat framing from server usage)",
+    "estimate": "ESTIMATE: 4 characters a token (the server has no tokenize route; pass --tokenizer)",
+}
+
+
+def _root(endpoint: str) -> str:
+    """http://host:port/v1 -> http://host:port (vLLM serves /tokenize at the root)."""
+    return endpoint[: -len("/v1")] if endpoint.endswith("/v1") else endpoint
+
+
+class EndpointCounter:
+    """Counts for one sampler; the probe runs once per process, on first use."""
+
+    def __init__(self, sampler: Any, local: ChatTokenizer | None = None) -> None:
+        self.sampler = sampler
+        self.local = local
+        self.mode = "local" if local is not None else ""
+        self._lock = asyncio.Lock()
+
+    @property
+    def label(self) -> str:
+        if self.mode == "local" and self.local is not None:
+            return self.local.label
+        return MODES.get(self.mode, "not probed")
+
+    @property
+    def exact(self) -> bool:
+        return self.mode != "estimate"
+
+    async def _post(self, url: str, body: Mapping[str, Any]) -> tuple[int, Any]:
+        session = self.sampler._ensure_session()
+        import aiohttp
+
+        try:
+            timeout = aiohttp.ClientTimeout(total=30)
+            async with session.post(url, json=body, headers=self.sampler._headers(), timeout=timeout) as r:
+                raw = await r.read()
+                status = r.status
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise SamplerError(f"{url}: {type(exc).__name__} while counting tokens") from exc
+        try:
+            return status, json.loads(raw or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return status, None
+
+    async def probe(self) -> str:
+        async with self._lock:
+            if self.mode:
+                return self.mode
+            root = _root(self.sampler.endpoints[0])
+            hello = [{"role": "user", "content": "hi"}]
+            status, reply = await self._post(f"{root}/tokenize", self._messages_body(hello, None))
+            if status == 200 and isinstance(reply, dict) and isinstance(reply.get("tokens"), list):
+                self.mode = "tokenize"
+                return self.mode
+            status, reply = await self._post(f"{root}/extras/tokenize", {"input": "hi"})
+            if status == 200 and isinstance(reply, dict) and isinstance(reply.get("tokens"), list):
+                self.mode = "extras"
+                return self.mode
+            self.mode = "estimate"
+            return self.mode
+
+    def _messages_body(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.sampler.model_name,
+            "messages": [dict(m) for m in messages],
+            "add_generation_prompt": True,
+        }
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+        if "chat_template_kwargs" in self.sampler.extra_body:
+            body["chat_template_kwargs"] = self.sampler.extra_body["chat_template_kwargs"]
+        return body
+
+    async def count_text(self, text: str) -> int:
+        mode = await self.probe()
+        if mode == "local" and self.local is not None:
+            return self.local.count(text)
+        root = _root(self.sampler.endpoints[0])
+        if mode == "tokenize":
+            body = {"model": self.sampler.model_name, "prompt": text, "add_special_tokens": False}
+            status, reply = await self._post(f"{root}/tokenize", body)
+        elif mode == "extras":
+            status, reply = await self._post(f"{root}/extras/tokenize", {"input": text})
+        else:
+            return approx_token_count(text)
+        if status != 200 or not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
+            raise SamplerError(f"{root}: token counting failed (HTTP {status})")
+        return len(reply["tokens"])
+
+    async def count_prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+    ) -> int | None:
+        """Tokens of the rendered prompt (generation prompt included) where the counter can
+        render it; None where it cannot (then server usage and text counts stand in)."""
+        mode = await self.probe()
+        if mode == "local" and self.local is not None:
+            return len(self.local.render(messages, tools, True))
+        if mode != "tokenize":
+            return None
+        root = _root(self.sampler.endpoints[0])
+        status, reply = await self._post(f"{root}/tokenize", self._messages_body(messages, tools))
+        if status != 200 or not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
+            raise SamplerError(f"{root}: /tokenize failed (HTTP {status})")
+        return len(reply["tokens"])
