@@ -46,6 +46,9 @@ class TokenConversation:
         self._before = list(self.messages)
         self.messages.append({"role": "assistant", "content": text})
 
+    def tool_call_id(self, default: str) -> str:
+        return default
+
     def _next(self, tool_message: Mapping[str, Any]) -> list[int]:
         return next_prompt_tokens(
             self.tokenizer, TOOLS, self._before, self.prompt, self._completion, tool_message
@@ -63,6 +66,10 @@ class TokenConversation:
 
 
 class MessageConversation:
+    """Chat endpoints: the server renders the message list on every turn. Where the counter
+    renders prompts too (`/tokenize` with messages, `--tokenizer`), every length is its
+    exact count; elsewhere the server's usage after each turn plus counted observations."""
+
     mode = "messages"
 
     def __init__(self, sampler: Any, messages: list[dict[str, Any]]) -> None:
@@ -71,18 +78,19 @@ class MessageConversation:
         self.messages = messages
         self._length: int | None = None  # the next prompt's tokens, as last counted
         self._fitted: tuple[str, int] = ("", 0)  # the last observation measured, and its length
-        self.counting = ""
+        self.counting = "ESTIMATE: 4 characters a token"
 
-    async def _count_prompt(self, messages: list[dict[str, Any]]) -> int | None:
+    async def _rendered_length(self, messages: list[dict[str, Any]]) -> int | None:
         if self.counter is None:
             return None
         return await self.counter.count_prompt(messages, TOOLS)
 
     async def prompt_length(self) -> int:
         if self._length is None:
-            exact = await self._count_prompt(self.messages)
+            exact = await self._rendered_length(self.messages)
             self._length = exact if exact is not None else await self._estimate(self.messages)
-        self.counting = self.counter.label if self.counter is not None else "ESTIMATE: 4 characters a token"
+        if self.counter is not None:
+            self.counting = self.counter.label
         return self._length
 
     async def _estimate(self, messages: list[dict[str, Any]]) -> int:
@@ -118,7 +126,7 @@ class MessageConversation:
         return calls[0]["id"] if calls else default
 
     async def length_with(self, tool_message: Mapping[str, Any]) -> int:
-        exact = await self._count_prompt([*self.messages, dict(tool_message)])
+        exact = await self._rendered_length([*self.messages, dict(tool_message)])
         if exact is None:
             assert self._length is not None
             exact = self._length + 4 + await self.count(str(tool_message["content"]))

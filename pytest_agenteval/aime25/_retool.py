@@ -132,7 +132,7 @@ async def _call_tool(ctx: RolloutContext, conversation: Any, state: _State, code
         raise SandboxFailure(f"code call {state.code_calls + 1}: {result.output.strip()[:200]}")
     raw = tool_content(result, ctx.settings.sandbox_timeout)
     default_id = f"code-{ctx.problem.index}-{ctx.sample_index}-{state.code_calls + 1}"
-    call_id = conversation.tool_call_id(default_id) if hasattr(conversation, "tool_call_id") else default_id
+    call_id = conversation.tool_call_id(default_id)
     limit = ctx.settings.max_trajectory_tokens
 
     async def fits(content: str) -> bool:

@@ -166,7 +166,9 @@ def _exit_code(exc: SystemExit) -> int:
 
 def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
     """Execute code; with `auto_print`, like a notebook cell (a trailing expression's repr
-    is printed), else exactly as written."""
+    is printed), else exactly as the seed lab's sandbox runs it."""
+    if not auto_print:
+        return _run_as_written(code, namespace)
     linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
     try:
         tree = ast.parse(code, FILENAME)
@@ -183,6 +185,29 @@ def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
         return _exit_code(exc)
     except BaseException as exc:  # the model's exception, MemoryError included
         _user_traceback(exc)
+        return 1
+
+
+LAB_FILENAME = "<sandbox>"  # the seed lab's `exec(compile(code, '<sandbox>', 'exec'))`
+LAB_BOOTSTRAP_FRAME = '  File "<string>", line 3, in <module>\n'  # its `python -c` bootstrap line
+
+
+def _run_as_written(code: str, namespace: dict) -> int:
+    """The lab's sandbox.py semantics: no auto-print, and its traceback shape (the
+    bootstrap frame, then the code's frames without source lines)."""
+    try:
+        exec(compile(code, LAB_FILENAME, "exec"), namespace)
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except BaseException as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        lines = ["Traceback (most recent call last):\n", LAB_BOOTSTRAP_FRAME]
+        lines += traceback.format_list(traceback.extract_tb(tb))
+        lines += traceback.format_exception_only(type(exc), exc)
+        sys.stderr.write("".join(lines))
         return 1
 
 

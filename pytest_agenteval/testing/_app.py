@@ -18,6 +18,7 @@ from ._faults import FaultInjector, unit_draw
 from ._render import estimate_prompt_tokens, render_choice, tool_names
 from ._responders import last_user_text, normalize_replies
 from ._stats import InFlightTracker, RequestLog, outcome_counts
+from ._tokenize import add_tokenize_routes
 
 
 def request_key(body: Mapping[str, Any]) -> str:
@@ -52,6 +53,7 @@ class _Attempt:
     outcome: str = "cancelled"  # overwritten unless the client vanished first
     model: str | None = None
     prompt: str = ""
+    body: dict[str, Any] | None = None  # the whole request, kept with ServerConfig.log_bodies
     finished: bool = False
 
     def entry(self) -> dict[str, Any]:
@@ -66,6 +68,7 @@ class _Attempt:
             "endpoint": self.endpoint,
             "model": self.model,
             "prompt": self.prompt,
+            **({"body": self.body} if self.body is not None else {}),
         }
 
 
@@ -90,6 +93,7 @@ class ServerCore:
         self._site: web.TCPSite | None = None
         self._active: dict[asyncio.Task[Any], _Attempt] = {}
         self._ids = itertools.count(1)
+        self.side_requests: dict[str, int] = {}  # tokenize calls, which are not generations
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
@@ -99,6 +103,7 @@ class ServerCore:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/stats/reset", self._reset)
+        add_tokenize_routes(app, self.config.tokenize, self.side_requests)
         # handler_cancellation: a client that hangs up (timeout) ends its request's
         # in-flight time instead of leaving a handler sleeping on.
         self._runner = web.AppRunner(
@@ -223,6 +228,8 @@ class ServerCore:
         if body is not None:
             rec.seed, rec.model = body.get("seed"), body.get("model")
             rec.prompt = last_user_text(body)[:200]
+            if self.config.log_bodies:
+                rec.body = body
         error = self._auth_error(request) or self._validate(body, rec.endpoint)
         if error is not None:
             rec.outcome = str(error.status)

@@ -27,6 +27,7 @@ class ServerConfig:
     strict_model: bool = False  # True: unknown model names get a 404 model_not_found
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
     support_n: bool = True  # False: always one choice, whatever ``n`` says
+    tokenize: str = "none"  # "vllm": /tokenize, "llama": /extras/tokenize (1 token a character)
 
     latency_ms: float = 0.0  # per request (not per choice)
     jitter_ms: float = 0.0  # uniform +-jitter, deterministic per (key, attempt)
@@ -46,6 +47,7 @@ class ServerConfig:
     stall_then: Literal["close", "respond"] = "close"  # ...drops the connection or answers
     truncate_declares_length: bool = True  # truncated 200 announces the full Content-Length
 
+    log_bodies: bool = False  # keep each request's whole JSON body in its log entry
     log_path: str | Path | None = None  # also append every log entry to this JSONL file
     shutdown_timeout: float = 1.0  # grace for in-flight requests when the server stops
 

@@ -45,6 +45,11 @@ class _ServerHandle:
         """Copy of the request log (one entry per generation request, completion order)."""
         return self._core.log.entries()
 
+    @property
+    def side_requests(self) -> dict[str, int]:
+        """Requests that are not generations, by route (e.g. {"tokenize": 12})."""
+        return dict(self._core.side_requests)
+
     def stats(self) -> dict[str, Any]:
         return self._core.stats()
 

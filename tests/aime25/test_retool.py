@@ -4,8 +4,8 @@ scripted model over real sockets, with the real sandbox and the real scorer."""
 from __future__ import annotations
 
 import pytest
-
 from pytest_agenteval.retool import ANSWER_MARKER
+
 from pytest_agenteval.samplers import Completion, ToolCall
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 from pytest_agenteval.tool_loop import Action, parse_native_action, parse_raw_action, truncate_tail

@@ -1,0 +1,51 @@
+"""Tokenize routes of real servers, for testing token counting: vLLM's `/tokenize`
+(a prompt, or messages rendered by a chat template) and llama-cpp-python's
+`/extras/tokenize` (text). The fixture's tokenizer is one token per character, so a
+count that came from the server is told apart from a 4-characters-a-token estimate."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from ._responders import content_text
+
+
+def render_chatml(body: Mapping[str, Any]) -> str:
+    """ChatML text of a vLLM `/tokenize` messages request (tools as a JSON block)."""
+    parts = []
+    if body.get("tools"):
+        parts.append(f"<|im_start|>system\n<tools>{json.dumps(body['tools'])}</tools><|im_end|>\n")
+    for message in body.get("messages") or []:
+        parts.append(f"<|im_start|>{message.get('role')}\n{content_text(message.get('content'))}<|im_end|>\n")
+    if body.get("add_generation_prompt", True):
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)
+
+
+def char_tokens(text: str) -> list[int]:
+    return [ord(char) for char in text]
+
+
+def add_tokenize_routes(app: web.Application, flavour: str, counter: dict[str, int]) -> None:
+    async def vllm(request: web.Request) -> web.Response:
+        counter["tokenize"] = counter.get("tokenize", 0) + 1
+        body = await request.json()
+        text = render_chatml(body) if "messages" in body else str(body.get("prompt", ""))
+        tokens = char_tokens(text)
+        return web.json_response({"count": len(tokens), "max_model_len": 1 << 20, "tokens": tokens})
+
+    async def llama(request: web.Request) -> web.Response:
+        counter["tokenize"] = counter.get("tokenize", 0) + 1
+        body = await request.json()
+        return web.json_response({"tokens": char_tokens(str(body.get("input", "")))})
+
+    if flavour == "vllm":
+        app.router.add_post("/tokenize", vllm)
+    elif flavour == "llama":
+        app.router.add_post("/extras/tokenize", llama)
+    elif flavour != "none":
+        raise ValueError(f"tokenize must be 'none', 'vllm' or 'llama', got {flavour!r}")
