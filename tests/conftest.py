@@ -62,11 +62,14 @@ def run_suite(aime_suite: pytest.Pytester, tiny_aime: Path) -> Callable[..., tup
         *args: str, data: Path | None = None, out: str = "results.jsonl"
     ) -> tuple[pytest.RunResult, Path]:
         path = aime_suite.path / out
+        # most tests exercise text-only (fast); retool tests say --mode=retool
+        mode = () if any(a.startswith("--mode") for a in args) else ("--mode=text-only",)
         result = aime_suite.runpytest_subprocess(
             "-p",
             "no:cacheprovider",
             f"--dataset-path={data or tiny_aime}",
             f"--agenteval-out={path}",
+            *mode,
             *args,
         )
         return result, path

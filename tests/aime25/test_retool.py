@@ -31,7 +31,7 @@ def _always_call(output_chars: int = 1):
     return [_call(f"print({i}); print('y' * {output_chars})") for i in range(10)]
 
 
-RETOOL = ("--limit=1", "--val-n=2", "--sandbox-timeout=5")  # retool is the default mode
+RETOOL = ("--mode=retool", "--limit=1", "--val-n=2", "--sandbox-timeout=5")
 
 
 def _generation(out) -> dict:
@@ -65,7 +65,7 @@ def test_a_tool_call_then_an_answer(run_suite, protocol: str) -> None:
 def test_the_wire_carries_the_lab_s_prompt_schema_and_tool_messages(run_suite) -> None:
     script = ScriptedToolModel(_solve_with_tool("print(30 + 40)"), protocol="text")
     with OpenAITestServer(ServerConfig(script=script, log_bodies=True)) as server:
-        result, _ = run_suite(f"--endpoint={server.url}", "--limit=1", "--val-n=1")
+        result, _ = run_suite(f"--endpoint={server.url}", "--mode=retool", "--limit=1", "--val-n=1")
         first, second = sorted(server.requests, key=lambda r: len(r["body"]["messages"]))
     result.assert_outcomes(passed=1)
     system, user = first["body"]["messages"]
@@ -89,7 +89,7 @@ def test_the_wire_carries_the_lab_s_prompt_schema_and_tool_messages(run_suite) -
 def test_code_that_prints_nothing_shows_nothing(run_suite) -> None:
     script = ScriptedToolModel(_solve_with_tool("import sympy\nsympy.factorint(2024)"))
     with OpenAITestServer(ServerConfig(script=script)) as server:
-        _, out = run_suite(f"--endpoint={server.url}", "--limit=1", "--val-n=1")
+        _, out = run_suite(f"--endpoint={server.url}", "--mode=retool", "--limit=1", "--val-n=1")
     assert _generation(out)["transcript"][1]["output"] == ""  # the lab never auto-prints
 
 
@@ -126,7 +126,10 @@ def test_an_observation_that_does_not_fit_is_shrunk_not_dropped(run_suite) -> No
 
 
 def test_trailing_text_after_a_call_is_invalid(run_suite) -> None:
-    call = "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1)\n</parameter>\n</function>\n</tool_call>"
+    call = (
+        "<tool_call>\n<function=code_interpreter>\n<parameter=code>\nprint(1)\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
     turns = [f"{call}\n<tool_response>\n70\n</tool_response>\nSo \\boxed{{70}}"]
     with OpenAITestServer(ServerConfig(script=ScriptedToolModel(turns))) as server:
         _, out = run_suite(f"--endpoint={server.url}", *RETOOL)
