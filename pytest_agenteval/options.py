@@ -96,6 +96,15 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
     Option(
+        "continuation",
+        "--continuation",
+        "messages",
+        "retool turns on --endpoint servers: messages (the server re-renders the chat) or tokens "
+        "(token-in/token-out: vLLM /tokenize and /v1/completions with token ids); in-process "
+        "models always continue from their tokens",
+        choices=("messages", "tokens"),
+    ),
+    Option(
         "tokenizer",
         "--tokenizer",
         None,
@@ -291,6 +300,7 @@ class Settings:
     thinking: str
     llama_threads: int
     n_ctx: int
+    continuation: str
     tokenizer: str | None
     val_n: int
     temperature: float

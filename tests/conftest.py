@@ -63,7 +63,7 @@ def run_suite(aime_suite: pytest.Pytester, tiny_aime: Path) -> Callable[..., tup
     ) -> tuple[pytest.RunResult, Path]:
         path = aime_suite.path / out
         # most tests exercise text-only (fast); retool tests say --mode=retool
-        mode = () if any(a.startswith("--mode") for a in args) else ("--mode=text-only",)
+        mode = () if any(a.split("=")[0] == "--mode" for a in args) else ("--mode=text-only",)
         result = aime_suite.runpytest_subprocess(
             "-p",
             "no:cacheprovider",

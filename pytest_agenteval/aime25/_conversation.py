@@ -23,6 +23,9 @@ TOOLS = [CODE_TOOL]
 
 
 class TokenConversation:
+    """Token-in/token-out: the sampled ids are kept verbatim (in-process GGUF, or vLLM
+    `/v1/completions` with `--continuation tokens`, rendered by the server's `/tokenize`)."""
+
     mode = "tokens"
 
     def __init__(self, sampler: Any, messages: list[dict[str, Any]]) -> None:
@@ -30,11 +33,14 @@ class TokenConversation:
         self.tokenizer = sampler.chat_tokenizer()
         self.counting = self.tokenizer.label
         self.messages = messages
-        self.prompt = self.tokenizer.render(messages, TOOLS, True)
+        self.prompt: list[int] = []
         self._before: list[dict[str, Any]] = []
         self._completion: tuple[int, ...] = ()
+        self._fitted: tuple[str, list[int]] = ("", [])  # the last observation measured, its prompt
 
     async def prompt_length(self) -> int:
+        if not self.prompt:
+            self.prompt = await self.tokenizer.arender(self.messages, TOOLS, True)
         return len(self.prompt)
 
     async def sample(self, params: SamplingParams) -> Completion:
@@ -49,19 +55,23 @@ class TokenConversation:
     def tool_call_id(self, default: str) -> str:
         return default
 
-    def _next(self, tool_message: Mapping[str, Any]) -> list[int]:
-        return next_prompt_tokens(
+    async def next_prompt(self, tool_message: Mapping[str, Any]) -> list[int]:
+        return await next_prompt_tokens(
             self.tokenizer, TOOLS, self._before, self.prompt, self._completion, tool_message
         )
 
     async def length_with(self, tool_message: Mapping[str, Any]) -> int:
-        return len(self._next(tool_message))
+        prompt = await self.next_prompt(tool_message)
+        self._fitted = (str(tool_message["content"]), prompt)
+        return len(prompt)
 
     async def count(self, text: str) -> int:
-        return self.tokenizer.count(text)
+        return len(await self.tokenizer.aencode(text))
 
     def add_tool(self, tool_message: Mapping[str, Any]) -> None:
-        self.prompt = self._next(tool_message)
+        content, prompt = self._fitted
+        assert content == tool_message["content"], "add_tool follows length_with of the same message"
+        self.prompt = prompt
         self.messages.append(dict(tool_message))
 
 

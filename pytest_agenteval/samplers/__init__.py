@@ -153,6 +153,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,
         tokenizer=tokenizer,
+        continuation=settings.continuation,
     )
 
 

@@ -79,12 +79,15 @@ class EndpointCounter:
             return self.mode
 
     def _messages_body(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool = True,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.sampler.model_name,
             "messages": [dict(m) for m in messages],
-            "add_generation_prompt": True,
+            "add_generation_prompt": add_generation_prompt,
         }
         if tools:
             body["tools"] = [dict(t) for t in tools]
@@ -92,21 +95,41 @@ class EndpointCounter:
             body["chat_template_kwargs"] = self.sampler.extra_body["chat_template_kwargs"]
         return body
 
+    async def _ids(self, route: str, body: Mapping[str, Any]) -> list[int]:
+        root = _root(self.sampler.endpoints[0])
+        status, reply = await self._post(f"{root}{route}", body)
+        if status != 200 or not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
+            raise SamplerError(f"{root}{route}: tokenizing failed (HTTP {status})")
+        return [int(token) for token in reply["tokens"]]
+
+    async def encode_ids(self, text: str) -> list[int]:
+        """Ids of plain text with the server's tokenizer (no special tokens added)."""
+        if await self.probe() == "extras":
+            return await self._ids("/extras/tokenize", {"input": text})
+        body = {"model": self.sampler.model_name, "prompt": text, "add_special_tokens": False}
+        return await self._ids("/tokenize", body)
+
+    async def render_ids(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """Ids of messages rendered by the server's own chat template (`/tokenize`)."""
+        if await self.probe() != "tokenize":
+            raise SamplerError(
+                f"{self.sampler.endpoints[0]} has no /tokenize with messages (vLLM, SGLang): "
+                "token-in/token-out needs it; use --continuation messages"
+            )
+        return await self._ids("/tokenize", self._messages_body(messages, tools, add_generation_prompt))
+
     async def count_text(self, text: str) -> int:
         mode = await self.probe()
         if mode == "local" and self.local is not None:
             return self.local.count(text)
-        root = _root(self.sampler.endpoints[0])
-        if mode == "tokenize":
-            body = {"model": self.sampler.model_name, "prompt": text, "add_special_tokens": False}
-            status, reply = await self._post(f"{root}/tokenize", body)
-        elif mode == "extras":
-            status, reply = await self._post(f"{root}/extras/tokenize", {"input": text})
-        else:
+        if mode == "estimate":
             return approx_token_count(text)
-        if status != 200 or not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
-            raise SamplerError(f"{root}: token counting failed (HTTP {status})")
-        return len(reply["tokens"])
+        return len(await self.encode_ids(text))
 
     async def count_prompt(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None
@@ -118,8 +141,24 @@ class EndpointCounter:
             return len(self.local.render(messages, tools, True))
         if mode != "tokenize":
             return None
-        root = _root(self.sampler.endpoints[0])
-        status, reply = await self._post(f"{root}/tokenize", self._messages_body(messages, tools))
-        if status != 200 or not isinstance(reply, dict) or not isinstance(reply.get("tokens"), list):
-            raise SamplerError(f"{root}: /tokenize failed (HTTP {status})")
-        return len(reply["tokens"])
+        return len(await self.render_ids(messages, tools))
+
+
+class ServerChatTokenizer:
+    """The server's template and tokenizer behind the continuation interface (`arender`,
+    `aencode`), for token-in/token-out over HTTP (vLLM `/tokenize` + `/v1/completions`)."""
+
+    def __init__(self, counter: EndpointCounter) -> None:
+        self.counter = counter
+        self.label = MODES["tokenize"]
+
+    async def arender(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+    ) -> list[int]:
+        return await self.counter.render_ids(messages, tools, add_generation_prompt)
+
+    async def aencode(self, text: str) -> list[int]:
+        return await self.counter.encode_ids(text)

@@ -22,7 +22,7 @@ from ._base import (
     approx_token_count,
     request_priority,
 )
-from ._counting import EndpointCounter
+from ._counting import EndpointCounter, ServerChatTokenizer
 from ._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from ._slots import PrioritySlots
 from ._template import ChatTokenizer
@@ -54,6 +54,7 @@ class OpenAISampler:
         native_tools: bool = True,
         extra_body: Mapping[str, Any] | None = None,
         tokenizer: ChatTokenizer | None = None,
+        continuation: str = "messages",
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
@@ -75,6 +76,9 @@ class OpenAISampler:
         self._rng = random.Random(0)
         self._counts = Counter[str]()
         self.counter = EndpointCounter(self, tokenizer)
+        # token-in/token-out: prompts as ids on /v1/completions (vLLM), rendered by /tokenize
+        self.token_io = continuation == "tokens"
+        self._local_tokenizer = tokenizer
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -125,6 +129,38 @@ class OpenAISampler:
     ) -> Completion:
         return (await self._request(self.body(messages, params, tools)))[0]
 
+    def chat_tokenizer(self) -> Any:
+        """The template and tokenizer continuation renders with: `--tokenizer`, else the
+        server's own (`/tokenize` with messages)."""
+        return self._local_tokenizer or ServerChatTokenizer(self.counter)
+
+    async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
+        """Sample from token ids (vLLM `/v1/completions`, `prompt=[ids]`); the sampled ids
+        come back with `return_token_ids`."""
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "prompt": list(prompt),
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "include_stop_str_in_output": True,
+            **{k: v for k, v in self.extra_body.items() if k != "chat_template_kwargs"},
+        }
+        if params.top_k > 0:
+            body["top_k"] = params.top_k
+        if params.stop:
+            body["stop"] = list(params.stop)
+        (completion,) = (await self._request(body, "completions"))[:1]
+        if not completion.token_ids and completion.completion_tokens:
+            raise FatalRequestError(
+                f"{self.endpoints[0]}/completions returned no token_ids (return_token_ids needs "
+                "vLLM >= 0.10.2); use --continuation messages"
+            )
+        return completion
+
     async def complete_n(
         self, messages: Sequence[Message], params: SamplingParams, n: int
     ) -> list[Completion]:
@@ -139,7 +175,7 @@ class OpenAISampler:
             completions.append(await self.complete(messages, single))
         return completions[:n]
 
-    async def _request(self, body: dict[str, Any]) -> list[Completion]:
+    async def _request(self, body: dict[str, Any], route: str = "chat/completions") -> list[Completion]:
         session = self._ensure_session()
         assert self._slots is not None
         priority = request_priority.get()
@@ -152,7 +188,7 @@ class OpenAISampler:
                 self._in_flight[endpoint] += 1
                 try:
                     self._counts["requests"] += 1
-                    data = await self._post(session, endpoint, body)
+                    data = await self._post(session, endpoint, body, route)
                     completions = _parse_completions(data, time.monotonic() - started, attempt)
                     self._counts["ok"] += 1
                     return completions
@@ -171,10 +207,10 @@ class OpenAISampler:
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
 
-    async def _post(self, session: Any, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, session: Any, endpoint: str, body: dict[str, Any], route: str) -> dict[str, Any]:
         import aiohttp
 
-        url = f"{endpoint}/chat/completions"
+        url = f"{endpoint}/{route}"
         try:
             async with session.post(url, json=body, headers=self._headers()) as response:
                 raw = await response.read()
@@ -240,7 +276,7 @@ def _parse_choice(
 ) -> Completion:
     if not isinstance(choice, Mapping):
         raise _Retryable("bad_json")
-    message = choice.get("message") or {}
+    message = choice.get("message") or {"content": choice.get("text")}  # chat, or completions
     calls = tuple(
         ToolCall(
             name=(call.get("function") or {}).get("name", ""),
@@ -257,4 +293,5 @@ def _parse_choice(
         tool_calls=calls,
         latency_s=latency,
         attempts=attempts,
+        token_ids=tuple(int(t) for t in choice.get("token_ids") or ()),
     )

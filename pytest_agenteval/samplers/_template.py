@@ -107,6 +107,18 @@ class ChatTokenizer:
     def count(self, text: str) -> int:
         return len(self.encode(text))
 
+    # the interface token-in/token-out continuation uses, shared with server tokenizers
+    async def arender(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        add_generation_prompt: bool,
+    ) -> list[int]:
+        return self.render(messages, tools, add_generation_prompt)
+
+    async def aencode(self, text: str) -> list[int]:
+        return self.encode(text)
+
 
 def _suffix_prefix_overlap(tokens: Sequence[int], suffix: Sequence[int]) -> int:
     for length in range(min(len(tokens), len(suffix)), 0, -1):
@@ -115,8 +127,8 @@ def _suffix_prefix_overlap(tokens: Sequence[int], suffix: Sequence[int]) -> int:
     return 0
 
 
-def next_prompt_tokens(
-    tokenizer: ChatTokenizer,
+async def next_prompt_tokens(
+    tokenizer: Any,
     tools: Sequence[Mapping[str, Any]] | None,
     messages_before_assistant: Sequence[Mapping[str, Any]],
     previous_prompt: Sequence[int],
@@ -126,18 +138,19 @@ def next_prompt_tokens(
     """The lab's `build_next_prompt`: the sampled ids verbatim, then the template's
     assistant-closing ids (those the sampler did not already return), then the ids the
     template adds for the tool message. The deltas come from a placeholder assistant
-    message, so a template that rewrites assistant text cannot move the boundary."""
-    canonical_prompt = tokenizer.render(messages_before_assistant, tools, True)
+    message, so a template that rewrites assistant text cannot move the boundary.
+    `tokenizer` has async `arender` and `aencode` (a local ChatTokenizer or a server's)."""
+    canonical_prompt = await tokenizer.arender(messages_before_assistant, tools, True)
     with_assistant = [*messages_before_assistant, {"role": "assistant", "content": "x"}]
-    assistant_end = tokenizer.render(with_assistant, tools, False)
-    action = [*canonical_prompt, *tokenizer.encode("x")]
+    assistant_end = await tokenizer.arender(with_assistant, tools, False)
+    action = [*canonical_prompt, *await tokenizer.aencode("x")]
     if assistant_end[: len(action)] != action:
         raise TemplateError(
             "the chat template does not end the assistant turn where the sampled tokens end; "
             "token-in/token-out continuation is impossible with it"
         )
     closing = assistant_end[len(action) :]
-    next_canonical = tokenizer.render([*with_assistant, dict(tool_message)], tools, True)
+    next_canonical = await tokenizer.arender([*with_assistant, dict(tool_message)], tools, True)
     if next_canonical[: len(assistant_end)] != assistant_end:
         raise TemplateError("the chat template rewrites earlier messages when a tool message is added")
     observation = next_canonical[len(assistant_end) :]

@@ -18,7 +18,7 @@ from ._faults import FaultInjector, unit_draw
 from ._render import estimate_prompt_tokens, render_choice, tool_names
 from ._responders import last_user_text, normalize_replies
 from ._stats import InFlightTracker, RequestLog, outcome_counts
-from ._tokenize import add_tokenize_routes
+from ._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
 
 
 def request_key(body: Mapping[str, Any]) -> str:
@@ -224,6 +224,9 @@ class ServerCore:
     async def _serve(self, request: web.Request, rec: _Attempt) -> web.StreamResponse:
         raw = await request.read()
         body = _parse_body(raw)
+        ids = token_id_prompt(body) if body is not None and self.config.tokenize == "vllm" else None
+        if ids is not None:  # vLLM's token-id prompts, in the fixture's 1-token-a-char vocabulary
+            body = {**body, "prompt": decode_chars(ids), "prompt_ids": ids}
         rec.key = request_key(body) if body is not None else hashlib.sha256(raw).hexdigest()
         if body is not None:
             rec.seed, rec.model = body.get("seed"), body.get("model")
@@ -359,6 +362,12 @@ class ServerCore:
             choices.append(choice)
             completion_tokens += tokens
         prompt_tokens = estimate_prompt_tokens(body)
+        if "prompt_ids" in body:
+            prompt_tokens = len(body["prompt_ids"])
+            for choice in choices:  # vLLM's return_token_ids: the sampled ids, the end included
+                end = "<|im_end|>" if choice["finish_reason"] == "stop" else ""
+                choice["token_ids"] = char_tokens(choice["text"] + end)
+                choice["prompt_token_ids"] = body["prompt_ids"]
         return {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-mock{next(self._ids):06d}",
             "object": "chat.completion" if chat else "text_completion",

@@ -20,7 +20,11 @@ def render_chatml(body: Mapping[str, Any]) -> str:
     if body.get("tools"):
         parts.append(f"<|im_start|>system\n<tools>{json.dumps(body['tools'])}</tools><|im_end|>\n")
     for message in body.get("messages") or []:
-        parts.append(f"<|im_start|>{message.get('role')}\n{content_text(message.get('content'))}<|im_end|>\n")
+        content = content_text(message.get("content"))
+        if message.get("role") == "tool":  # as the Qwen templates render a tool result
+            parts.append(f"<|im_start|>user\n<tool_response>\n{content}\n</tool_response><|im_end|>\n")
+        else:
+            parts.append(f"<|im_start|>{message.get('role')}\n{content}<|im_end|>\n")
     if body.get("add_generation_prompt", True):
         parts.append("<|im_start|>assistant\n")
     return "".join(parts)
@@ -49,3 +53,19 @@ def add_tokenize_routes(app: web.Application, flavour: str, counter: dict[str, i
         app.router.add_post("/extras/tokenize", llama)
     elif flavour != "none":
         raise ValueError(f"tokenize must be 'none', 'vllm' or 'llama', got {flavour!r}")
+
+
+def decode_chars(ids: list[int]) -> str:
+    return "".join(chr(i) for i in ids)
+
+
+def token_id_prompt(body: dict[str, Any]) -> list[int] | None:
+    """The ids of a `/v1/completions` request whose prompt is token ids (vLLM's form)."""
+    prompt = body.get("prompt")
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in prompt)
+    ):
+        return prompt
+    return None

@@ -243,7 +243,9 @@ def test_truncation_and_continuation_match_the_lab_on_the_model_s_tokenizer(embe
     conversation = TokenConversation(embedded_sampler, protocol.initial_messages("What is 12 * 49?"))
     tokenizer = _LabTokenizer(conversation.tokenizer)
     prompt = protocol.build_prompt(tokenizer, conversation.messages)
-    assert prompt == conversation.prompt  # the first prompt: the template with the tool schema
+    assert (
+        asyncio.run(conversation.prompt_length()) == len(prompt) and prompt == conversation.prompt
+    )  # the first prompt: the template with the tool schema
     turn = "Let me compute.\n" + _call("print('\\n'.join(map(str, range(1000, 1800))))")
     completion = conversation.tokenizer.encode(turn) + conversation.tokenizer.encode("<|im_end|>")
     conversation.add_assistant(turn, SimpleNamespace())
@@ -283,7 +285,7 @@ def test_truncation_and_continuation_match_the_lab_on_the_model_s_tokenizer(embe
             assert shown is None, (output[:40], cap, room)
         else:
             assert shown == expected[0], (output[:40], cap, room)
-            assert conversation._next(tool_message("code-0-0-1", shown)) == expected[1]
+            assert asyncio.run(conversation.next_prompt(tool_message("code-0-0-1", shown))) == expected[1]
         checked += 1
     assert checked == 108 and 0 < hangs < checked
     assert TOOLS == [protocol.CODE_TOOL]

@@ -219,3 +219,25 @@ def test_a_prompt_over_the_trajectory_budget_is_an_error(run_suite) -> None:
     result.assert_outcomes(errors=1)
     (problem,), _ = read_results(out)
     assert "PromptTooLong: the prompt alone is " in problem["error"] and requests == 0
+
+
+def test_token_in_token_out_over_http_sends_the_sampled_ids_back(run_suite) -> None:
+    script = ScriptedToolModel(_solve_with_tool("print(30 + 40)"), protocol="text")
+    config = ServerConfig(script=script, tokenize="vllm", log_bodies=True)
+    with OpenAITestServer(config) as server:
+        result, out = run_suite(
+            f"--endpoint={server.url}", "--mode=retool", "--limit=1", "--val-n=1", "--continuation=tokens"
+        )
+        first, second = sorted(server.requests, key=lambda r: len(r["body"]["prompt_ids"]))
+    result.assert_outcomes(passed=1)
+    (problem,), (summary,) = read_results(out)
+    assert summary["continuation"] == {"tokens": 1}
+    assert summary["token_counting"] == {"the server's /tokenize (its chat template and tokenizer)": 1}
+    assert first["endpoint"] == "completions" and first["body"]["return_token_ids"] is True
+    sampled = problem["generations"][0]["transcript"][0]["content"]
+    # the next prompt: the first, the sampled text and its end verbatim, then the tool turn
+    assert second["body"]["prompt"] == (
+        first["body"]["prompt"] + sampled + "<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n70\n\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert first["body"]["prompt"].startswith("<|im_start|>system\n<tools>")

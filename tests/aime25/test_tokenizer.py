@@ -4,6 +4,7 @@ ChatML markers as single special tokens, so every count can be checked by hand."
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -51,7 +52,7 @@ def test_token_in_token_out_continuation_on_the_file_s_tokenizer(char_tokenizer:
     prompt = chat.render(before, None, True)
     sampled = chat.encode("call") + chat.encode("<|im_end|>")  # the sampler returned the end
     tool = {"role": "tool", "content": "42"}
-    assert next_prompt_tokens(chat, None, before, prompt, sampled, tool) == (
+    assert asyncio.run(next_prompt_tokens(chat, None, before, prompt, sampled, tool)) == (
         chat.render([*before, {"role": "assistant", "content": "call"}, tool], None, True)
     )
 
@@ -63,8 +64,10 @@ def test_a_template_that_rewrites_history_cannot_continue_token_by_token(char_to
     (char_tokenizer / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
     chat = tokenizer_from_file(char_tokenizer)
     with pytest.raises(TemplateError, match="token-in/token-out continuation is impossible"):
-        next_prompt_tokens(
-            chat, None, [{"role": "user", "content": "q"}], [], [], {"role": "tool", "content": "1"}
+        asyncio.run(
+            next_prompt_tokens(
+                chat, None, [{"role": "user", "content": "q"}], [], [], {"role": "tool", "content": "1"}
+            )
         )
 
 
