@@ -53,7 +53,7 @@ def replay(pytester: pytest.Pytester) -> str:
 )
 def test_bad_data(aime_suite: pytest.Pytester, replay: str, rows: list, message: str) -> None:
     data = write_jsonl(aime_suite.path / "bad.jsonl", rows)
-    result = _run(aime_suite, f"--dataset-path={data}", replay)
+    result = _run(aime_suite, f"--dataset-path={data}", replay, "--mode=text-only")
     _assert_one_line(result, f"agenteval: --dataset-path {data}: {message}")
     assert result.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the run
 

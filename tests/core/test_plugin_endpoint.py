@@ -27,7 +27,8 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         "name": "mock-model",
         "endpoints": [server.url],
         "api_key_env": "OPENAI_API_KEY",
-        "token_counter": "server usage; tool output estimated at 4 characters a token",
+        "token_counter": "the server's tokenizer where it has /tokenize or /extras/tokenize, else an "
+        "estimate (each generation records which: token_counting)",
     }
     assert (summary["average_at_n"], summary["requests"]["attempts"]) == (0.5, 12)
 

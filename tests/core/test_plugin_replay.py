@@ -30,7 +30,7 @@ def test_replay_scores_every_generation_and_writes_the_results_file(run_suite, r
     problems, summaries = read_results(out)
     assert [p["problem_id"] for p in problems] == [0, 1, 2, 3]
     assert [p["num_correct"] for p in problems] == [1, 2, 0, 1]
-    assert [g["predicted_answer"] for g in problems[3]["generations"]] == [None, 87]
+    assert [g["predicted_answer"] for g in problems[3]["generations"]] == [None, "87"]
     assert problems[2]["generations"][0]["formatted"] is True
     (summary,) = summaries
     assert (summary["average_at_n"], summary["pass_at_n"], summary["format_rate"]) == (4 / 8, 3 / 4, 7 / 8)
@@ -170,7 +170,7 @@ def test_data_from_parquet_and_save_to_disk(
     result, out = run_suite(f"--model-path=replay:{replay}", data=data)
     result.assert_outcomes(passed=3, failed=1)
     problems, (summary,) = read_results(out)
-    assert [p["ground_truth"] for p in problems] == [70, 588, 16, 87]
+    assert [p["ground_truth"] for p in problems] == ["70", "588", "16", "87"]
     assert summary["dataset_path"] == str(data.resolve())
 
 

@@ -68,6 +68,7 @@ def _command(pytester: pytest.Pytester, url: str, data: Path, out: Path) -> list
         f"--dataset-path={data}",
         f"--endpoint={url}",
         "--val-n=4",
+        "--mode=text-only",
         f"--agenteval-out={out}",
         f"--agenteval-cache-dir={pytester.path / 'cache'}",
         "--concurrency=2",
