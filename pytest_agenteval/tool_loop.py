@@ -190,7 +190,7 @@ async def run_tool_loop(
         retries=state.retries,
         cached=state.all_cached and state.turns > 0,
         transcript=tuple(state.transcript),
-        extra=_tool_stats(state.transcript),
+        extra=tool_stats(state.transcript),
     )
 
 
@@ -307,7 +307,7 @@ async def _call_tool(
     return shown
 
 
-def _tool_stats(transcript: list[dict[str, Any]]) -> dict[str, Any]:
+def tool_stats(transcript: list[dict[str, Any]]) -> dict[str, Any]:
     calls = [entry for entry in transcript if entry["role"] == "tool"]
     return {
         "code_ok": sum(c["status"] == "ok" for c in calls),

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..records import Rollout
-from ..tool_loop import PromptTooLong, SandboxFailure, turn_seed
+from ..tool_loop import PromptTooLong, SandboxFailure, tool_stats, turn_seed
 from ._conversation import open_conversation
 from ._protocol import (
     fit_tool_content,
@@ -63,7 +63,7 @@ async def retool_rollout(ctx: RolloutContext) -> Rollout:
         cached=state.all_cached and state.turns > 0,
         transcript=tuple(state.transcript),
         extra={
-            **_tool_stats(state.transcript),
+            **tool_stats(state.transcript),
             "continuation": conversation.mode,
             "token_counting": conversation.counting,
         },
@@ -156,12 +156,3 @@ async def _call_tool(ctx: RolloutContext, conversation: Any, state: _State, code
         }
     )
     return shown is not None
-
-
-def _tool_stats(transcript: list[dict[str, Any]]) -> dict[str, Any]:
-    calls = [entry for entry in transcript if entry["role"] == "tool"]
-    return {
-        "code_ok": sum(c["status"] == "ok" for c in calls),
-        "code_errors": sum(c["status"] in ("error", "killed") for c in calls),
-        "code_timeouts": sum(c["status"] == "timeout" for c in calls),
-    }
