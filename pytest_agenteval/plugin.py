@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from . import options
+from .ci import CiOutputs, item_properties
 from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
 from .gate import GateError, check_metric_name, parse_gate
@@ -122,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(collector, "agenteval-results")
+        config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
@@ -268,7 +270,10 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report = yield
     if call.when == "setup":  # the record travels once, with the setup report
+        records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
+        if records and getattr(item.config.option, "xmlpath", None):  # junitxml: a small summary
+            item.user_properties.extend(item_properties(records[0]))
     return report
 
 

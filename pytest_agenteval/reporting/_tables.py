@@ -68,6 +68,8 @@ def headline_table(report: SuiteReport) -> Table:
             (str(s.get("val_n")), str(s.get("problems")), with_ci(s, r.headline))
             for r, s in ((r, r.suite.summary) for r in report.rows)
         ]
+    if len(report.rows) == 1:  # one run (a job summary): no reference, no deltas
+        return Table(report.name, header, ((report.rows[0].label, *cells[0]),))
     rows = tuple((run_label(r), *c, *delta_cells(r)) for r, c in zip(report.rows, cells, strict=True))
     metric = report.rows[0].headline
     note = (
