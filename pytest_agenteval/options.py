@@ -210,6 +210,13 @@ OPTIONS: tuple[Option, ...] = (
         "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
     ),
     Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", _bool),
+    Option(
+        "progress",
+        "--agenteval-progress",
+        "auto",
+        "live progress line: auto (redrawn in place on a terminal, a line every 30 s otherwise), "
+        "off, or SECONDS between lines (also off with -q -q)",
+    ),
     # BFCL
     Option(
         "bfcl_data_dir",
@@ -316,6 +323,7 @@ class Settings:
     gaia_unordered_lists: bool
     gaia_max_steps: int
     gaia_submission: str | None
+    progress: str = "auto"
     explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
 
     def as_dict(self) -> dict[str, Any]:

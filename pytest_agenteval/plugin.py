@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import options
+from . import options, progress
 from .ci import CiOutputs, item_properties
 from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
@@ -101,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = options.build_settings(config)
     gates = _check_gates(settings)
+    progress.parse_mode(settings.progress)  # a bad value is a usage error before anything starts
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError(
             "--bfcl-progressive decides each stage from the previous one in order: run it without -n"
@@ -134,6 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _cache_dir(config, settings),
         _share(config, sandbox_workers),
     )
+    progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
 
 
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
