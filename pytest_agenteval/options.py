@@ -240,6 +240,13 @@ OPTIONS: tuple[Option, ...] = (
         "also write the official BFCL_v4_<category>_result.json files under this folder",
     ),
     Option(
+        "bfcl_export_model",
+        "--bfcl-export-model",
+        None,
+        "model folder of the export, a model bfcl-eval lists with the same style "
+        "(default: gpt-4o-2024-11-20, or gpt-4o-2024-11-20-FC for --bfcl-style native)",
+    ),
+    Option(
         "bfcl_progressive",
         "--bfcl-progressive",
         None,
@@ -324,6 +331,7 @@ class Settings:
     gaia_max_steps: int
     gaia_submission: str | None
     progress: str = "auto"
+    bfcl_export_model: str | None = None
     explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
 
     def as_dict(self) -> dict[str, Any]:

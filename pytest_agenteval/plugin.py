@@ -167,6 +167,13 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
             parse_weights(settings.bfcl_weights)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if settings.bfcl_export_model:
+        from .bfcl._export import check_export_model
+
+        try:
+            check_export_model(settings.bfcl_export_model, settings.bfcl_style)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
