@@ -5,6 +5,7 @@ JavaScript. Changed problems open with a click (<details>) onto both runs' texts
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -19,7 +20,8 @@ CSS = """
 body{font-family:Georgia,'DejaVu Serif',serif;margin:2em auto;max-width:1300px;color:#202020;padding:0 1em}
 h1{font-size:1.6em}h2{border-bottom:2px solid #202020;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}
-th,td{border:1px solid #bbb;padding:.3em .6em;text-align:right;white-space:nowrap}th{background:#f2f2f2}
+th,td{border:1px solid #bbb;padding:.3em .6em;text-align:right;white-space:nowrap}
+.ci{color:#666;font-size:.85em}th{background:#f2f2f2}
 td:first-child,th:first-child{text-align:left}tr.best td{background:#fff6e0;font-weight:bold}
 tr.reference td{color:#555}.note{color:#555;font-size:.88em}.mixed{background:#ffecec;padding:.6em}
 img{max-width:100%;border:1px solid #ddd;margin:.4em 0}details{margin:.3em 0}
@@ -28,12 +30,23 @@ max-height:24em;overflow:auto}.ok{color:#1a7f37}.bad{color:#b3261e}.gen{margin-l
 """
 
 
+_INTERVAL = re.compile(r"^(.+?) (\[[^\]]+\])$")
+
+
+def _cell(text: str) -> str:
+    """A value and its interval on two lines: the tables stay narrow enough to read."""
+    match = _INTERVAL.match(text)
+    if match is None:
+        return escape(text)
+    return f'{escape(match[1])}<br><span class="ci">{escape(match[2])}</span>'
+
+
 def _table(table: Table, classes: Sequence[str] = (), title: bool = True) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in table.header)
     body = []
     for index, row in enumerate(table.rows):
         css = f' class="{classes[index]}"' if index < len(classes) and classes[index] else ""
-        body.append(f"<tr{css}>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
+        body.append(f"<tr{css}>" + "".join(f"<td>{_cell(c)}</td>" for c in row) + "</tr>")
     note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
     heading = f"<h3>{escape(table.title)}</h3>" if title else ""
     return f"{heading}<table><tr>{head}</tr>{''.join(body)}</table>{note}"
