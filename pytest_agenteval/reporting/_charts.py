@@ -60,6 +60,10 @@ def _labels(rows: Sequence[Row]) -> list[str]:
     return [f"{r.label}\n(best)" if r.best else r.label for r in rows]  # DejaVu has no star
 
 
+def _legend(row: Row) -> str:
+    return f"{row.label} (best)" if row.best else row.label
+
+
 def _errors(rows: Sequence[Row], name: str) -> list[list[float]] | None:
     low, high = [], []
     for row in rows:
@@ -144,7 +148,7 @@ def pass_at_k_chart(report: SuiteReport) -> Any | None:
             [curve[k] for k in ks],
             marker="o",
             color=PALETTE[index % len(PALETTE)],
-            label=_labels([row])[0],
+            label=_legend(row),
         )
     from matplotlib.ticker import MaxNLocator
 
@@ -175,7 +179,7 @@ def grouped_bars(
             color=PALETTE[index % len(PALETTE)],
             edgecolor="#202020",
             zorder=3,
-            label=_labels([row])[0],
+            label=_legend(row),
         )
         for x, value, note in zip(
             xs, series, (annotations or [[]] * len(rows))[index] or [""] * len(xs), strict=False
@@ -188,7 +192,13 @@ def grouped_bars(
         ha="right" if len(groups) > 5 else "center",
     )
     axis.set_title(title)
-    axis.legend(frameon=False, fontsize=8, loc="upper right")
+    axis.legend(
+        frameon=False,
+        fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.1 if len(groups) <= 5 else -0.3),
+        ncol=min(4, len(rows)),
+    )
     _percent_axis(axis, 1.15)
     return figure
 
