@@ -245,6 +245,7 @@ class ProgressDisplay:
             with self.lock:
                 self._erase()
             self.socket.close()
+            self.out.close()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[Any]:

@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(args: argparse.Namespace) -> tuple[list[Run], int]:
+def _load(args: argparse.Namespace) -> list[Run]:
+    """The runs in report order; the baseline (or else the first run) is the reference, runs[0]."""
     if len(args.label) > len(args.runs):
         raise ReportError(f"{len(args.label)} --label for {len(args.runs)} runs; give at most one per RUN")
     labels = args.label + [None] * (len(args.runs) - len(args.label))
@@ -55,18 +56,18 @@ def _load(args: argparse.Namespace) -> tuple[list[Run], int]:
         seen[run.label] = seen.get(run.label, 0) + 1
         if seen[run.label] > 1:
             runs[index] = Run(f"{run.label} ({seen[run.label]})", run.path, run.suites)
-    return runs, 0
+    return runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        runs, reference = _load(args)
+        runs = _load(args)
         mixed = check_comparable(runs, args.allow_mixed)
     except ReportError as exc:
         print(f"pytest-agenteval report: {exc}", file=sys.stderr)
         return USAGE_ERROR
-    reports = build(runs, reference, args.tolerance)
+    reports = build(runs, 0, args.tolerance)
     from . import _markdown
 
     markdown = _markdown.render(runs, reports, mixed)
