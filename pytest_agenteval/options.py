@@ -244,7 +244,7 @@ OPTIONS: tuple[Option, ...] = (
         "--bfcl-export-model",
         None,
         "model folder of the export, a model bfcl-eval lists with the same style "
-        "(default: gpt-4o-2024-11-20, or gpt-4o-2024-11-20-FC for --bfcl-style native)",
+        "(default: open-mistral-nemo-2407, or open-mistral-nemo-2407-FC for --bfcl-style native)",
     ),
     Option(
         "bfcl_progressive",

@@ -26,10 +26,12 @@ from typing import Any
 
 from pytest_agenteval.bfcl._data import CATEGORIES, VERSION_PREFIX
 
-# Registered in bfcl-eval 2026.3.23; their handler (OpenAIResponsesHandler) decodes
-# `[f(a=1)]` text with the default prompting decoder, and FC `{name: arguments}` lists
-# with dots in names sent as underscores (`underscore_to_dot`), as our native style does.
-DEFAULT_EXPORT_MODELS = {"prompting": "gpt-4o-2024-11-20", "native": "gpt-4o-2024-11-20-FC"}
+# Listed in bfcl-eval 2026.3.23, and usable by `bfcl evaluate` without any API key (its
+# MistralHandler builds its client without one; OpenAI's handler refuses to start
+# without OPENAI_API_KEY, even to evaluate). The prompting entry decodes `[f(a=1)]` with
+# the default prompting decoder; the FC entry reads `[{name: arguments JSON}]` with dots
+# in names sent as underscores (`underscore_to_dot`), as our native style sends them.
+DEFAULT_EXPORT_MODELS = {"prompting": "open-mistral-nemo-2407", "native": "open-mistral-nemo-2407-FC"}
 
 
 def export_model_name(style: str, chosen: str | None = None) -> str:

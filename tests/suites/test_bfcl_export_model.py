@@ -43,17 +43,17 @@ def test_the_default_export_model_is_a_prompting_model_bfcl_eval_lists(bfcl: pyt
     result.assert_outcomes(passed=2, failed=1)
     root = (bfcl.path / "export").resolve()
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*.json")) == [
-        "gpt-4o-2024-11-20/non_live/BFCL_v4_irrelevance_result.json",
-        "gpt-4o-2024-11-20/non_live/BFCL_v4_simple_python_result.json",
+        "open-mistral-nemo-2407/non_live/BFCL_v4_irrelevance_result.json",
+        "open-mistral-nemo-2407/non_live/BFCL_v4_simple_python_result.json",
     ]
     _, (summary,) = read_results(bfcl.path / "r.jsonl")
     assert summary["bfcl_evaluate"] == (
-        f"bfcl evaluate --model gpt-4o-2024-11-20 --test-category simple_python,irrelevance "
+        f"bfcl evaluate --model open-mistral-nemo-2407 --test-category simple_python,irrelevance "
         f"--result-dir {root} --score-dir {root / 'score'} --partial-eval"
     )
     from bfcl_eval.constants.supported_models import SUPPORTED_MODELS
 
-    assert "gpt-4o-2024-11-20" in SUPPORTED_MODELS and "agenteval-model" not in SUPPORTED_MODELS
+    assert "open-mistral-nemo-2407" in SUPPORTED_MODELS and "agenteval-model" not in SUPPORTED_MODELS
 
 
 def test_bfcl_export_model_overrides_the_default(bfcl: pytest.Pytester) -> None:
@@ -69,12 +69,12 @@ def test_bfcl_export_model_overrides_the_default(bfcl: pytest.Pytester) -> None:
         (
             "agenteval-model",
             "--bfcl-export-model 'agenteval-model': bfcl evaluate refuses it (not a model bfcl-eval lists); "
-            "pick one from bfcl_eval.constants.supported_models, e.g. 'gpt-4o-2024-11-20'",
+            "pick one from bfcl_eval.constants.supported_models, e.g. 'open-mistral-nemo-2407'",
         ),
         (
-            "gpt-4o-2024-11-20-FC",
-            "--bfcl-export-model 'gpt-4o-2024-11-20-FC' does not match --bfcl-style prompting: bfcl evaluate "
-            "would decode the outputs wrongly; pick a prompting model (no -FC)",
+            "open-mistral-nemo-2407-FC",
+            "--bfcl-export-model 'open-mistral-nemo-2407-FC' does not match --bfcl-style prompting: "
+            "bfcl evaluate would decode the outputs wrongly; pick a prompting model (no -FC)",
         ),
     ],
 )
