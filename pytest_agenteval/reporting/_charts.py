@@ -282,7 +282,9 @@ def stop_reason_chart(report: SuiteReport, with_tools: bool) -> Any | None:
         bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
     stacked.set_xticks(xs, _labels(report.rows))
     stacked.set_title(f"{report.name}: stop reasons (share of generations)")
-    stacked.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    stacked.legend(
+        frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=min(4, len(reasons))
+    )
     _percent_axis(stacked, 1.0)
     if with_tools:
         tools = axes[1]
@@ -300,7 +302,7 @@ def stop_reason_chart(report: SuiteReport, with_tools: bool) -> Any | None:
             )
         tools.set_xticks(xs, _labels(report.rows))
         tools.set_title("code calls and turns per generation")
-        tools.legend(frameon=False, fontsize=8)
+        tools.legend(frameon=False, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
         tools.grid(axis="y", color="#C7C7C7", linestyle="-.", zorder=0)
     return figure
 

@@ -128,3 +128,47 @@ def test_gaia_report_has_levels_and_drop_rates(gaia_runs, tmp_path: Path) -> Non
     assert "| oracle | 100.0% (5/5) | 100.0% (4/4) | 100.0% (3/3) | 0.0% | 0.0% |" in text
     assert "| replayed (reference) | 1 | 12 | 66.7% |" in text
     assert (tmp_path / "r.html").read_text().count('src="data:image/png;base64,') == 2  # levels, stop reasons
+
+
+@pytest.fixture(scope="module")
+def retool_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+    from tests.conftest import SUITE_FILE, TINY_PROBLEMS
+    from tests.core.test_retool import RETOOL, _always_call, _solve_with_tool
+
+    folder = tmp_path_factory.mktemp("retool")
+    (folder / "test_tiny.py").write_text(SUITE_FILE)
+    write_jsonl(folder / "tiny.jsonl", TINY_PROBLEMS)
+    made = []
+    for name, turns, extra in (
+        ("solver", _solve_with_tool("print(30 + 40)"), ()),
+        ("looper", _always_call(), ("--max-code-calls=2",)),
+    ):
+        from pytest_agenteval.testing import ScriptedToolModel
+
+        with OpenAITestServer(ServerConfig(script=ScriptedToolModel(turns))) as server:
+            made.append(
+                run_plugin(
+                    folder,
+                    f"{name}.jsonl",
+                    "--dataset-path=tiny.jsonl",
+                    f"--endpoint={server.url}",
+                    *RETOOL,
+                    *extra,
+                )
+            )
+    return made[0], made[1]
+
+
+def test_retool_report_has_tool_use_and_stop_reasons(retool_runs, tmp_path: Path) -> None:
+    solver, looper = retool_runs
+    charts = tmp_path / "charts"
+    assert main([str(solver), str(looper), "--markdown", str(tmp_path / "r.md"), "--png", str(charts)]) == 0
+    text = (tmp_path / "r.md").read_text()
+    assert "| Run | code calls / gen | turns / gen | code ok | timeouts |" in text
+    assert "| solver | 1.00 | 2.00 | 100.0% | 0 |" in text
+    assert "| looper | 2.00 | 3.00 | 100.0% | 0 |" in text
+    assert "| Run | answer | call_budget |" in text
+    assert "| solver | 2 | 0 |" in text and "| looper | 0 | 2 |" in text
+    assert "- solved in solver, not now (1): `0`" in text
+    assert (charts / "aime25-stop-reasons.png").stat().st_size > 10_000  # stop reasons beside calls and turns
