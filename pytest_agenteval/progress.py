@@ -70,6 +70,18 @@ def count_generations(runtime: Any, items: Any) -> int:
     return total
 
 
+def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
+    """Count one finished item (a results line) into `counts`: its N generations are done,
+    the ones missing are errors, the tokens generated (not cached) are added."""
+    generations = record.get("generations") or ()
+    n = int(record.get("val_n", len(generations)))
+    counts["done"] = counts.get("done", 0) + n
+    counts["errors"] = counts.get("errors", 0) + n - len(generations)
+    counts["tokens"] = counts.get("tokens", 0) + sum(
+        int(g.get("completion_tokens", 0)) for g in generations if not g.get("cached")
+    )
+
+
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds >= 3600:
@@ -152,7 +164,8 @@ class ProgressDisplay:
         self.hidden = 0
         self.items_started = False
         self.drawn = 0  # characters of the line now on screen (terminal mode)
-        self.workers: dict[str, dict[str, int]] = {}
+        self.workers: dict[str, dict[str, int]] = {}  # local worker -> its latest counters
+        self.reported: dict[str, dict[str, int]] = {}  # remote worker -> counts from its reports
         self.rates = Rates(deque())
         self.stopped = threading.Event()
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -162,7 +175,7 @@ class ProgressDisplay:
 
     # -- what to show ------------------------------------------------------------------
     def totals(self) -> dict[str, int]:
-        parts = list(self.workers.values()) or [snapshot(self.runtime)]
+        parts = [*self.workers.values(), *self.reported.values()] or [snapshot(self.runtime)]
         summed = {
             key: sum(p.get(key, 0) for p in parts)
             for key in ("done", "errors", "tokens", "in_flight", "retries")
@@ -228,8 +241,23 @@ class ProgressDisplay:
     # -- hooks -------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        if not node.gateway.spec.popen:  # --tx ssh=/socket=: our loopback is not theirs
+            self.reported[node.gateway.id] = {}
+            return
         host, port = self.socket.getsockname()
         node.workerinput[WORKER_KEY] = f"{host}:{port}"
+
+    def _count_reported(self, report: pytest.TestReport) -> None:
+        """A remote worker's finished items, from the records its reports carry."""
+        node = getattr(getattr(report, "node", None), "gateway", None)
+        counts = self.reported.get(getattr(node, "id", None)) if node is not None else None
+        if counts is None:
+            return
+        from .controller import RECORD_KEY
+
+        for name, record in report.user_properties:
+            if name == RECORD_KEY:
+                add_record(counts, record)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.runtime.progress.total = count_generations(self.runtime, session.items)
@@ -255,6 +283,7 @@ class ProgressDisplay:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[Any]:
+        self._count_reported(report)
         with self.paused():
             return (yield)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.progress import Rates, format_line
+from pytest_agenteval.progress import Rates, add_record, format_line
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 
 LINE = re.compile(
@@ -134,3 +134,17 @@ def test_rates_and_eta_come_from_the_last_thirty_seconds() -> None:
     assert rates.add(100.0, 40, 4000) == pytest.approx(
         (36 / 90, 3600 / 90)
     )  # the first sample left the window
+
+
+def test_remote_workers_are_counted_from_the_records_their_reports_carry() -> None:
+    counts: dict[str, int] = {}
+    add_record(
+        counts,
+        {"val_n": 3, "generations": [{"completion_tokens": 7}, {"completion_tokens": 5, "cached": True}]},
+    )
+    add_record(counts, {"val_n": 2, "generations": [{"completion_tokens": 4}, {"completion_tokens": 1}]})
+    assert counts == {
+        "done": 5,
+        "errors": 1,
+        "tokens": 12,
+    }  # one generation missing; cached tokens not counted
