@@ -72,6 +72,7 @@ def run_checkpoint(folder: Path, name: str, skill: float) -> Path:
                 "-p",
                 "no:cacheprovider",
                 "--dataset-path=problems.jsonl",
+                "--mode=text-only",
                 f"--endpoint={server.url}",
                 "--val-n=4",
                 "--max-tokens=64",

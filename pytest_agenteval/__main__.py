@@ -1,4 +1,4 @@
-"""`python -m pytest_agenteval report ...`"""
+"""`python -m pytest_agenteval SUBCOMMAND ...`, the same as the `pytest-agenteval` script."""
 
 import sys
 

@@ -1,24 +1,27 @@
-"""`pytest-agenteval SUBCOMMAND ...`: the package's command line. Each subcommand is a
-module with `main(argv) -> exit status`, imported only when it runs."""
+"""`pytest-agenteval SUBCOMMAND ...`: tools beside the pytest plugin."""
 
 from __future__ import annotations
 
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 
-COMMANDS: dict[str, str] = {
-    "report": "pytest_agenteval.reporting",
+
+def _report(argv: list[str]) -> int:
+    from .reporting import main
+
+    return main(argv)
+
+
+# subcommand -> function(argv) -> exit status
+SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "report": _report,
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
-        known = ", ".join(sorted(COMMANDS))
-        if args and args[0] not in ("-h", "--help"):
-            print(f"pytest-agenteval: unknown command {args[0]!r}; use one of: {known}", file=sys.stderr)
-            return 2
-        print(f"usage: pytest-agenteval {{{known}}} ...  (pytest-agenteval COMMAND --help for its options)")
-        return 0
-    return int(importlib.import_module(COMMANDS[args[0]]).main(args[1:]) or 0)
+    if not args or args[0] not in SUBCOMMANDS:
+        names = ", ".join(sorted(SUBCOMMANDS))
+        print(f"usage: pytest-agenteval {{{names}}} ...", file=sys.stderr)
+        return 2
+    return SUBCOMMANDS[args[0]](args[1:])

@@ -15,7 +15,7 @@ TEXTS = {
     2: ["\\boxed{21+21}", "no box"],  # 0/2
     3: ["\\boxed{87}"],  # one generation short: an infrastructure error of that item
 }
-GATE = ("--agenteval-gate", "aime25.average_at_n >= 0.4")
+GATE = ("--agenteval-gate", "aime25.average_at_n >= 0.4", "--mode=text-only")  # text-only scoring
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ def run_in_terminal(
             "no:cacheprovider",
             f"--dataset-path={tiny_aime}",
             f"--endpoint={url}",
+            "--mode=text-only",
             "--val-n=4",
             "--concurrency=1",
             "--agenteval-out=r.jsonl",
@@ -107,7 +108,11 @@ def test_silent_when_asked(
 
 def test_without_a_terminal_a_line_every_few_seconds(run_suite, slow_server: OpenAITestServer) -> None:
     result, _ = run_suite(
-        f"--endpoint={slow_server.url}", "--val-n=4", "--concurrency=1", "--agenteval-progress=1"
+        f"--endpoint={slow_server.url}",
+        "--mode=text-only",
+        "--val-n=4",
+        "--concurrency=1",
+        "--agenteval-progress=1",
     )
     lines = [line for line in result.stdout.lines if line.startswith("agenteval ")]
     assert len(lines) >= 3 and all(LINE.fullmatch(line) for line in lines), lines

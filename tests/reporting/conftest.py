@@ -16,6 +16,7 @@ from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
 REPO = Path(__file__).resolve().parents[2]
 ANSWERS = {0: "70", 1: "588", 2: "16", 3: "87"}
 # correct generations (of 2) per problem 0..3
+TEXT_ONLY = ("--dataset-path=tiny.jsonl", "--mode=text-only")  # the numbers below are text-only scoring
 CHECKPOINTS = {"base": (0, 0, 0, 1), "step20": (1, 1, 0, 1), "step50": (2, 2, 1, 1)}
 
 
@@ -54,10 +55,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     made = {}
     for name, correct in CHECKPOINTS.items():
         replay = write_jsonl(folder / f"replay-{name}.jsonl", replay_texts(correct))
-        made[name] = run_plugin(
-            folder, f"aime25-{name}.jsonl", "--dataset-path=tiny.jsonl", f"--model-path=replay:{replay}"
-        )
+        made[name] = run_plugin(folder, f"aime25-{name}.jsonl", *TEXT_ONLY, f"--model-path=replay:{replay}")
     replay = f"--model-path=replay:{folder / 'replay-step20.jsonl'}"
-    made["limit2"] = run_plugin(folder, "limit2.jsonl", "--dataset-path=tiny.jsonl", replay, "--limit=2")
-    made["n1"] = run_plugin(folder, "n1.jsonl", "--dataset-path=tiny.jsonl", replay, "--val-n=1")
+    made["limit2"] = run_plugin(folder, "limit2.jsonl", *TEXT_ONLY, replay, "--limit=2")
+    made["n1"] = run_plugin(folder, "n1.jsonl", *TEXT_ONLY, replay, "--val-n=1")
     return made

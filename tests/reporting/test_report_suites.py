@@ -130,11 +130,34 @@ def test_gaia_report_has_levels_and_drop_rates(gaia_runs, tmp_path: Path) -> Non
     assert (tmp_path / "r.html").read_text().count('src="data:image/png;base64,') == 2  # levels, stop reasons
 
 
+RETOOL = ("--mode=retool", "--limit=1", "--val-n=2", "--sandbox-timeout=5")
+
+
+def _solve_with_tool(code: str) -> list:
+    """Turn 0 calls the tool; turn 1 boxes whatever the tool printed."""
+    from pytest_agenteval.testing import Reply
+
+    return [
+        Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": {"code": code}}]),
+        lambda observation, body: (
+            f"The tool printed {observation.strip()}, so \\boxed{{{observation.strip()}}}."
+        ),
+    ]
+
+
+def _always_call() -> list:
+    from pytest_agenteval.testing import Reply
+
+    return [
+        Reply(tool_calls=[{"name": "code_interpreter", "arguments": {"code": f"print({i})"}}])
+        for i in range(10)
+    ]
+
+
 @pytest.fixture(scope="module")
 def retool_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from pytest_agenteval.testing import OpenAITestServer, ServerConfig
     from tests.conftest import SUITE_FILE, TINY_PROBLEMS
-    from tests.core.test_retool import RETOOL, _always_call, _solve_with_tool
 
     folder = tmp_path_factory.mktemp("retool")
     (folder / "test_tiny.py").write_text(SUITE_FILE)
