@@ -52,6 +52,8 @@ def test_headless_chromium_renders_tables_and_charts_without_javascript(html: Pa
     options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=DRIVER), options=options)
     try:
+        driver.get("data:text/html,<title>static</title><script>document.title='scripted'</script>")
+        assert driver.title == "static"  # JavaScript is really off for what follows
         driver.get(html.as_uri())
         rows = driver.find_elements(By.CSS_SELECTOR, "table:first-of-type tr")
         assert [r.text.split(" 2 4 ")[0] for r in rows[1:]] == ["Base (reference)", "Step 20", "Step 50 ★"]
