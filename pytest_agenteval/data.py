@@ -100,6 +100,14 @@ def _load_from_disk(path: Path, option: str, split: str) -> list[dict[str, Any]]
 
 
 def _load_hub(source: str, option: str, revision: str | None, split: str) -> list[dict[str, Any]]:
+    from .hub import hub_unreachable, offline_requested
+
+    problem = None if offline_requested() else hub_unreachable()
+    if problem is not None:  # in seconds, not after the datasets library's retries
+        raise DataError(
+            f"cannot load hub dataset {source}: the hub is unreachable ({problem}); for offline runs pass "
+            "--dataset-path FILE, or set HF_HUB_OFFLINE=1 to use a cached copy"
+        )
     import datasets
 
     try:

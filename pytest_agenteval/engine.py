@@ -66,6 +66,11 @@ class Engine:
                 if job is not None and not job.started:
                     job.future.cancel()
 
+    @property
+    def active(self) -> int:
+        """Jobs running now."""
+        return self._active
+
     def pending_keys(self) -> set[Hashable]:
         with self._lock:
             return set(self._jobs)

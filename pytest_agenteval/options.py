@@ -232,6 +232,13 @@ OPTIONS: tuple[Option, ...] = (
         "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
     ),
     Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", _bool),
+    Option(
+        "progress",
+        "--agenteval-progress",
+        "auto",
+        "live progress line: auto (redrawn in place on a terminal, a line every 30 s otherwise), "
+        "off, or SECONDS between lines (also off with -q -q)",
+    ),
     # BFCL
     Option(
         "bfcl_data_dir",
@@ -253,6 +260,13 @@ OPTIONS: tuple[Option, ...] = (
         "--bfcl-export-dir",
         None,
         "also write the official BFCL_v4_<category>_result.json files under this folder",
+    ),
+    Option(
+        "bfcl_export_model",
+        "--bfcl-export-model",
+        None,
+        "model folder of the export, a model bfcl-eval lists with the same style "
+        "(default: open-mistral-nemo-2407, or open-mistral-nemo-2407-FC for --bfcl-style native)",
     ),
     Option(
         "bfcl_progressive",
@@ -340,6 +354,8 @@ class Settings:
     gaia_unordered_lists: bool
     gaia_max_steps: int
     gaia_submission: str | None
+    progress: str = "auto"
+    bfcl_export_model: str | None = None
     explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
 
     def as_dict(self) -> dict[str, Any]:

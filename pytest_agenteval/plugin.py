@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from . import options
+from . import options, progress
+from .ci import CiOutputs, item_properties
 from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
 from .gate import GateError, check_metric_name, parse_gate
@@ -100,6 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = options.build_settings(config)
     gates = _check_gates(settings)
+    progress.parse_mode(settings.progress)  # a bad value is a usage error before anything starts
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError(
             "--bfcl-progressive decides each stage from the previous one in order: run it without -n"
@@ -122,6 +124,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(collector, "agenteval-results")
+        config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
@@ -132,6 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _cache_dir(config, settings),
         _share(config, sandbox_workers),
     )
+    progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
 
 
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
@@ -161,6 +165,13 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
 
         try:
             parse_weights(settings.bfcl_weights)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.bfcl_export_model:
+        from .bfcl._export import check_export_model
+
+        try:
+            check_export_model(settings.bfcl_export_model, settings.bfcl_style)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
@@ -268,7 +279,10 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report = yield
     if call.when == "setup":  # the record travels once, with the setup report
+        records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
+        if records and getattr(item.config.option, "xmlpath", None):  # junitxml: a small summary
+            item.user_properties.extend(item_properties(records[0]))
     return report
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .engine import URGENT, Engine
 from .options import Settings
+from .progress import Counters
 from .records import GenerationRecord, Problem, ProblemRecord, Rollout, generation_from_dict, sample_seed
 from .samplers import FatalRequestError, ModelChoice, ReplaySource, make_sampler
 from .suite import RolloutContext, Suite
@@ -49,6 +50,7 @@ class Runtime:
         self._agent_known: set[str] = set()
         self.fatal_error: str | None = None  # a refusal (401/404...) that ends the run
         self._shared: dict[tuple[str, str, int], list[Any]] = {}  # group -> [task, readers left]
+        self.progress = Counters()  # for the live progress line
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -141,11 +143,20 @@ class Runtime:
         )
         return await suite.rollout(ctx)
 
+    async def _counted_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
+        try:
+            rollout = await self._rollout(suite, problem, sample_index)
+        except Exception:
+            self.progress.failed()
+            raise
+        self.progress.finished(rollout)
+        return rollout
+
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
         return [
             self.engine.submit(
                 (suite.name, problem.node_id, j),
-                functools.partial(self._rollout, suite, problem, j),
+                functools.partial(self._counted_rollout, suite, problem, j),
                 (order, j),
             )
             for j in range(self.sample_count(suite, problem))
@@ -224,6 +235,13 @@ class Runtime:
         if self._sampler is None or not hasattr(self._sampler, "stats"):
             return {}
         return {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
+
+    def in_flight(self) -> int:
+        """Requests running now (for in-process models: rollouts running)."""
+        inner = getattr(self._sampler, "inner", self._sampler)
+        if hasattr(inner, "in_flight"):
+            return int(inner.in_flight)
+        return self._engine.active if self._engine is not None else 0
 
     def close(self) -> list[str]:
         """Stop everything this process started; returns problems instead of raising."""

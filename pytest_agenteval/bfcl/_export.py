@@ -9,8 +9,11 @@ one ``{"id": ..., "result": ...}`` JSON object per line, sorted by entry index.
 ``{tool name: arguments JSON string}`` for function-calling models. Re-score
 with ``bfcl evaluate --model <model name> --test-category <categories>
 --result-dir <absolute root>`` (add ``--partial-eval`` when only some ids ran);
-``<model name>`` must be registered in bfcl-eval with a handler of the same
-inference style (a prompting model for raw text, an FC model for tool calls).
+``<model name>`` must be registered in bfcl-eval ("Invalid model name" otherwise)
+with a handler of the same inference style (a prompting model for raw text, an
+FC model for tool calls). The name only picks bfcl-eval's decoder and its
+function-name rule; ``DEFAULT_EXPORT_MODELS`` are registered models whose
+handlers decode exactly what our two styles produce.
 """
 
 from __future__ import annotations
@@ -22,6 +25,46 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.bfcl._data import CATEGORIES, VERSION_PREFIX
+
+# Listed in bfcl-eval 2026.3.23, and usable by `bfcl evaluate` without any API key (its
+# MistralHandler builds its client without one; OpenAI's handler refuses to start
+# without OPENAI_API_KEY, even to evaluate). The prompting entry decodes `[f(a=1)]` with
+# the default prompting decoder; the FC entry reads `[{name: arguments JSON}]` with dots
+# in names sent as underscores (`underscore_to_dot`), as our native style sends them.
+DEFAULT_EXPORT_MODELS = {"prompting": "open-mistral-nemo-2407", "native": "open-mistral-nemo-2407-FC"}
+
+
+def export_model_name(style: str, chosen: str | None = None) -> str:
+    """The model folder of an export: the user's choice, else the default of the style."""
+    return chosen or DEFAULT_EXPORT_MODELS[style]
+
+
+def check_export_model(name: str, style: str) -> None:
+    """Raise ValueError (one line) for a name `bfcl evaluate` would refuse or misread."""
+    try:
+        from bfcl_eval.constants.supported_models import SUPPORTED_MODELS  # a plain list, no SDKs
+    except ImportError:
+        return  # bfcl-eval not installed: nothing to check against
+    if name not in SUPPORTED_MODELS:
+        raise ValueError(
+            f"--bfcl-export-model {name!r}: bfcl evaluate refuses it (not a model bfcl-eval lists); "
+            f"pick one from bfcl_eval.constants.supported_models, e.g. {DEFAULT_EXPORT_MODELS[style]!r}"
+        )
+    if name.endswith("-FC") != (style == "native"):
+        wanted = "an FC model (name ending in -FC)" if style == "native" else "a prompting model (no -FC)"
+        raise ValueError(
+            f"--bfcl-export-model {name!r} does not match --bfcl-style {style}: "
+            f"bfcl evaluate would decode the outputs wrongly; pick {wanted}"
+        )
+
+
+def evaluate_command(root: str | Path, model_name: str, categories: Iterable[str], partial: bool) -> str:
+    """The official command that re-scores an export, as a user types it."""
+    command = (
+        f"bfcl evaluate --model {model_name} --test-category {','.join(categories)} "
+        f"--result-dir {Path(root).resolve()} --score-dir {Path(root).resolve() / 'score'}"
+    )
+    return command + (" --partial-eval" if partial else "")
 
 
 def result_path(root: str | Path, model_name: str, category: str) -> Path:

@@ -11,7 +11,7 @@ from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
 from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
 from ._data import CATEGORIES, BfclDataError, BfclEntry, category_markers, load_bfcl
-from ._export import export_official_results
+from ._export import evaluate_command, export_model_name, export_official_results
 from ._metrics import BfclItemResult, summarize_bfcl
 from ._progressive import next_stage, progressive_stages
 from ._prompt import native_messages, native_tools, prompt_messages
@@ -163,9 +163,12 @@ class Bfcl(Suite):
             for r in records
             for g in r.generations[:1]
         ]
-        model = settings.model_name or "agenteval-model"
+        model = export_model_name(settings.bfcl_style, settings.bfcl_export_model)
         paths = export_official_results(items, Path(settings.bfcl_export_dir), model)
-        return {"exported": [str(p) for p in paths]}
+        categories = [c for c in CATEGORIES if any(item[1] == c for item in items)]
+        partial = len(items) < len(load_bfcl(categories, settings.bfcl_data_dir))
+        command = evaluate_command(settings.bfcl_export_dir, model, categories, partial)
+        return {"exported": [str(p) for p in paths], "bfcl_evaluate": command}
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows = [

@@ -238,6 +238,11 @@ class OpenAISampler:
     def stats(self) -> dict[str, Any]:
         return dict(sorted(self._counts.items()))
 
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered, over all endpoints."""
+        return sum(self._in_flight.values())
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()

@@ -1,0 +1,32 @@
+"""The official `bfcl evaluate`, from a separate virtual environment with bfcl-eval and
+its dependencies, accepts a fresh export unchanged and scores it as we do. Skipped unless
+BFCL_EVAL_VENV names such a venv (`python benchmarks/bfcl_evaluate_parity.py --install
+--without-ml` makes one in about 3 minutes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+VENV = Path(os.environ.get("BFCL_EVAL_VENV", "/nonexistent"))
+
+pytestmark = pytest.mark.skipif(
+    not (VENV / "bin" / "bfcl").exists(),
+    reason="set BFCL_EVAL_VENV to a venv with bfcl-eval (see the docstring)",
+)
+
+
+def test_bfcl_evaluate_scores_a_fresh_export_exactly_as_we_do(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("tree_sitter", reason="pip install -e '.[bfcl]'")
+    from benchmarks.bfcl_evaluate_parity import official_scores, our_run, synthetic_outputs
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a new user's machine: no keys
+    rows = synthetic_outputs(per_category=4)
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    summary = our_run(tmp_path, replay, [r["problem_id"] for r in rows])
+    official = official_scores(tmp_path, VENV, summary["bfcl_evaluate"])
+    ours = {c: (v["correct"], v["total"]) for c, v in summary["per_category"].items()}
+    assert len(ours) == 13 and official == ours
