@@ -163,6 +163,10 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
             parse_weights(settings.bfcl_weights)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if settings.judge_endpoints or settings.judge_models:
+        from .datagen import check_judge_options
+
+        check_judge_options(settings)
     if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
