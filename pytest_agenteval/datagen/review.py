@@ -16,6 +16,7 @@ import json
 import secrets
 import signal
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,18 @@ KATEX_DIR = Path("/usr/share/javascript/katex")
 HOST = "127.0.0.1"
 
 
+def disagreement_order(results: Path) -> list[str]:
+    """`panel.review_order` of the datagen summary in a results file (most disagreement
+    first); [] without a panel."""
+    for line in results.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("type") == "summary" and row.get("suite") == "datagen":
+            return [str(i) for i in (row.get("panel") or {}).get("review_order", [])]
+    raise ValueError(f"--results {results}: no datagen summary line; give a results file of suites/datagen")
+
+
 class ReviewState:
-    def __init__(self, data_path: Path, store_path: Path, annotator: str) -> None:
+    def __init__(self, data_path: Path, store_path: Path, annotator: str, order: Sequence[str] = ()) -> None:
         report = load_generated(data_path)
         self.items = [
             {
@@ -51,6 +62,8 @@ class ReviewState:
             }
             for p in report.problems
         ]
+        rank = {problem_id: i for i, problem_id in enumerate(order)}
+        self.items.sort(key=lambda item: rank.get(item["id"], len(rank)))  # stable: the rest in file order
         self.by_id = {item["id"]: item for item in self.items}
         self.load_errors = list(report.load_errors)
         self.store_path = store_path
@@ -189,13 +202,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: any free one)")
     parser.add_argument("--annotator", default=None, help="your name in the saved entries (default: login)")
     parser.add_argument("--verifications", type=Path, default=None, help="default: <data>_verifications.json")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="a datagen results JSONL: the panel's disagreements first"
+    )
     args = parser.parse_args(argv)
     store = args.verifications or verifications_path(args.data)
     try:
-        state = ReviewState(args.data, store, args.annotator or getpass.getuser())
+        order = disagreement_order(args.results) if args.results else []
+        state = ReviewState(args.data, store, args.annotator or getpass.getuser(), order)
         load_verifications(store)
-    except (DatagenDataError, ValueError) as exc:
-        print(f"pytest-agenteval review: {exc}", file=sys.stderr)
+    except (DatagenDataError, ValueError, OSError) as exc:
+        print(f"pytest-agenteval review: {str(exc).replace('--datagen-path ', '')}", file=sys.stderr)
         return 2
     try:
         asyncio.run(serve(state, args.port))

@@ -7,6 +7,7 @@ folds them into judge, win-rate, panel, judge-free and human metrics."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,7 @@ class Datagen(Suite):
                     calls.append(_pairwise(ctx, client, item, reference, order, secret))
         if ctx.settings.datagen_solve:
             calls.append(solve_item(ctx, item.generated, ctx.settings.datagen_solve))
+        started = time.perf_counter()
         results = await asyncio.gather(*calls)
         solve = results.pop() if ctx.settings.datagen_solve else None
         return Rollout(
@@ -143,6 +145,7 @@ class Datagen(Suite):
             stop_reason="judged",
             prompt_tokens=sum(r.get("prompt_tokens", 0) for r in results),
             completion_tokens=sum(r.get("completion_tokens", 0) for r in results),
+            latency_s=time.perf_counter() - started,
             attempts=sum(r.get("attempts", 0) for r in results),
             cached=all(r.get("cached", False) for r in results),
             extra={"judgments": list(results), "solve": solve, "topic_matched": item.opponents.topic_matched},

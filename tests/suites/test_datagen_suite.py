@@ -216,3 +216,57 @@ def test_seed_gates_are_checked_and_undecidable_ones_warn(datagen: pytest.Pytest
     assert presets["datagen.judge.mean_score >= 4.0"] == "pass"
     assert "datagen.winrate.win_rate >= 0.45: 0.00 [0.00, 0.56] UNDECIDED" in result.stdout.str()
     assert summary["gates"][0]["passed"] is True
+
+
+def test_the_run_model_judges_and_solves_when_no_judge_is_given(datagen: pytest.Pytester) -> None:
+    def model(body: dict) -> str:
+        content = body["messages"][-1]["content"]
+        if "Please reason step by step" in content:  # our AIME prompt: the solver
+            return "so \\boxed{42}." if "frac{x}{2}" in content else "I think \\boxed{1}."
+        return scripted.judge()(body)
+
+    with OpenAITestServer(ServerConfig(script=model)) as server:
+        result, (problems, (summary,)) = run(datagen, f"--endpoint={server.url}", "--datagen-solve=2")
+    result.assert_outcomes(passed=3)
+    assert summary["judge"]["per_judge"]["mock-model"]["parse_modes"] == {"json_schema": 3}
+    solve = summary["checks"]["solve"]
+    assert (solve["items"], solve["answer_agreement_rate"], solve["solve_rate"]) == (3, 1 / 3, 2 / 6)
+    first = problems[0]["generations"][0]["checks"]["solve"]
+    assert (first["answers"], first["majority_agrees"]) == ([42, 42], True)
+
+
+def test_the_summary_includes_human_approval_when_verifications_exist(datagen: pytest.Pytester) -> None:
+    import json
+
+    from pytest_agenteval.datagen._data import load_generated
+
+    gen, _ = scripted.write_data(datagen.path)
+    sha = {p.problem_id: p.sha256 for p in load_generated(gen).problems}
+    entries = {
+        "g-alg": {"problem_id": "g-alg", "status": "approved", "item_sha256": sha["g-alg"], "annotator": "a"},
+        "g-geo": {"problem_id": "g-geo", "status": "rejected", "item_sha256": "old", "annotator": "a"},
+    }
+    (datagen.path / "generated_verifications.json").write_text(json.dumps(entries), encoding="utf-8")
+    with OpenAITestServer(ServerConfig(script=scripted.judge())) as server:
+        result, (_, (summary,)) = run(datagen, *judges(server))
+    human = summary["human"]
+    assert (human["verified"], human["approved_rate"], human["stale"]) == (2, 0.5, ["g-geo"])
+    assert human["status_counts"] == {"approved": 1, "rejected": 1, "needs_revision": 0}
+    assert "human         approved 0.50" in result.stdout.str()
+
+
+def test_the_embedded_model_judges_offline_and_its_invalid_verdicts_are_counted(
+    datagen: pytest.Pytester,
+) -> None:
+    """SmolLM2-135M is a poor judge: whatever it says is parsed strictly and counted."""
+    result, (problems, (summary,)) = run(
+        datagen, "--limit=1", "--max-tokens=48", "--datagen-reasks=0", "--llama-threads=1"
+    )
+    assert result.ret in (0, 1)  # a pass or a failure, never an error
+    result.assert_outcomes(**({"passed": 1} if result.ret == 0 else {"failed": 1}))
+    judge = summary["judge"]
+    assert judge["judgments"] == 1 and judge["valid"] + judge["invalid"] + judge["errors"] == 1
+    assert (judge["mean_score"] is None) == (judge["valid"] == 0)  # never imputed
+    assert summary["model"]["backend"] == "embedded"
+    assert summary["winrate"]["pairs"] == 1
+    assert {j["parse_mode"] for j in problems[0]["generations"][0]["judgments"]} == {"prompt"}
