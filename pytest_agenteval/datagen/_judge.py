@@ -135,7 +135,13 @@ class JudgeClient:
     ) -> dict[str, Any]:
         """One verdict: valid, invalid (after `reasks` re-asks at temperature 0, each
         showing the parse error) or error (transport). Never imputed."""
-        result: dict[str, Any] = {"judge": self.spec.name, "kind": kind, "asks": 0, "attempts": 0}
+        result: dict[str, Any] = {
+            "judge": self.spec.name,
+            "kind": kind,
+            "asks": 0,
+            "attempts": 0,
+            "retries": 0,
+        }
         tokens = [0, 0]
         conversation = messages
         for ask in range(reasks + 1):
@@ -148,6 +154,7 @@ class JudgeClient:
                 break
             result["asks"] = ask + 1
             result["attempts"] += completion.attempts
+            result["retries"] += max(0, completion.attempts - 1)  # the sampler's own retries
             result["cached"] = completion.cached
             tokens[0] += completion.prompt_tokens
             tokens[1] += completion.completion_tokens

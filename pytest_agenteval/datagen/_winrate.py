@@ -73,10 +73,10 @@ def _logistic_at_zero(x: np.ndarray, y: np.ndarray, ridge: float = 0.2) -> float
         gradient = features.T @ (y - p) - penalty @ beta
         hessian = features.T @ (features * weights[:, None]) + penalty + 1e-9 * np.eye(2)
         step = np.linalg.solve(hessian, gradient)
-        beta += step
+        beta = np.clip(beta + step, -30.0, 30.0)  # all wins (or losses): the intercept runs off
         if np.max(np.abs(step)) < 1e-10:
             break
-    return float(1 / (1 + math.exp(-beta[0])))
+    return float(1 / (1 + math.exp(-float(beta[0]))))
 
 
 def length_control(

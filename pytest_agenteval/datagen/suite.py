@@ -15,6 +15,7 @@ from typing import Any
 from .. import data
 from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash, sample_seed
+from ..samplers import SamplerError
 from ..suite import DataError, RolloutContext, Suite
 from ._checks import answer_format, checks_summary, nearest_reference, shingles
 from ._data import DatagenDataError, GeneratedProblem, LoadReport, load_generated, reference_from_rows
@@ -30,6 +31,10 @@ from ._winrate import winrate_summary
 
 DEFAULT_REFERENCE = "math-ai/aime25"  # the seed's comparison set (AIME 2025, 30 problems)
 SCORE_FIELDS = ("item_mean", "item_pass", "valid_verdicts", "checks")
+NO_DATA_ID = "no-data"
+NO_DATA_REASON = (
+    "the datagen suite needs --datagen-path FILE.jsonl (lines with problem, answer, solution, topic)"
+)
 
 
 class Datagen(Suite):
@@ -47,10 +52,7 @@ class Datagen(Suite):
         key = (settings.datagen_path, settings.reference_path)
         if key not in self._loaded:
             if not settings.datagen_path:
-                raise DataError(
-                    "the datagen suite needs --datagen-path FILE.jsonl (lines with problem, answer, "
-                    "solution, topic)"
-                )
+                raise DataError(NO_DATA_REASON)
             try:
                 report = load_generated(Path(settings.datagen_path).expanduser())
                 references = self._references(settings)
@@ -73,6 +75,9 @@ class Datagen(Suite):
         return reference_from_rows(rows, f"--reference-path {source}")
 
     def load(self, settings: Settings) -> list[Problem]:
+        if not settings.datagen_path:
+            # not a collection error: `pytest suites -m aime25` must not break on this file
+            return [Problem(self.name, NO_DATA_ID, 0, "", None, ("datagen",), None)]
         report, references = self._load(settings)
         opponents = pair_opponents(report.problems, references, settings.datagen_opponents, settings.seed)
         pool = [(r.problem_id, shingles(r.problem)) for r in references]
@@ -88,6 +93,11 @@ class Datagen(Suite):
             )
             for item in report.problems
         ]
+
+    def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
+        if problem.payload is None:
+            return NO_DATA_REASON
+        return "run"
 
     def samples(self, settings: Settings) -> int:
         return 1  # one bundle of judge calls per item; --datagen-solve sets the solver's N
@@ -140,6 +150,9 @@ class Datagen(Suite):
         started = time.perf_counter()
         results = await asyncio.gather(*calls)
         solve = results.pop() if ctx.settings.datagen_solve else None
+        if results and all(r["status"] == "error" for r in results):
+            # no judge answered at all: an infrastructure error of the item, not a verdict
+            raise SamplerError(f"every judge call failed; first: {results[0]['error']}")
         return Rollout(
             text="",
             stop_reason="judged",
@@ -147,6 +160,7 @@ class Datagen(Suite):
             completion_tokens=sum(r.get("completion_tokens", 0) for r in results),
             latency_s=time.perf_counter() - started,
             attempts=sum(r.get("attempts", 0) for r in results),
+            retries=sum(r.get("retries", 0) for r in results),
             cached=all(r.get("cached", False) for r in results),
             extra={"judgments": list(results), "solve": solve, "topic_matched": item.opponents.topic_matched},
         )
@@ -177,7 +191,7 @@ class Datagen(Suite):
         )
 
     def category_of(self, problem: Problem) -> str:
-        return problem.payload.generated.marker
+        return problem.payload.generated.marker if problem.payload is not None else "no_data"
 
     def problem_extra(self, problem: Problem) -> dict[str, Any]:
         item: GeneratedProblem = problem.payload.generated

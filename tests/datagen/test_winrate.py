@@ -115,3 +115,11 @@ def test_several_opponents_per_item_use_the_cluster_bootstrap() -> None:
     assert s["win_rate_ci_method"] == "cluster bootstrap over items"
     assert s["adjusted_win_ci95"] == [0.5, 0.5]  # every item has one win and one loss
     assert winrate_summary(pairs, seed=1) == s
+
+
+@pytest.mark.parametrize(("first", "second", "rate"), [("A>B", "B>A", 1.0), ("B>A", "A>B", 0.0)])
+def test_length_control_survives_all_wins_or_all_losses(first, second, rate) -> None:
+    pairs = [pair(f"g{i}", first, second, gen=100 + 10 * i) for i in range(5)]
+    s = winrate_summary(pairs, seed=1)
+    assert s["adjusted_win_rate"] == rate
+    assert s["lc_win_rate"] == pytest.approx(rate, abs=1e-6)

@@ -181,8 +181,9 @@ def test_topic_markers_select_items(datagen: pytest.Pytester) -> None:
     assert "g-alg" not in result.stdout.str()
 
 
-def test_a_missing_datagen_path_is_one_line(datagen: pytest.Pytester) -> None:
-    result = datagen.runpytest_subprocess("-p", "no:cacheprovider", "--co")
+def test_without_datagen_path_the_suite_skips_saying_why(datagen: pytest.Pytester) -> None:
+    result = datagen.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=1)
     assert "the datagen suite needs --datagen-path FILE.jsonl" in result.stdout.str()
 
 
@@ -270,3 +271,28 @@ def test_the_embedded_model_judges_offline_and_its_invalid_verdicts_are_counted(
     assert summary["model"]["backend"] == "embedded"
     assert summary["winrate"]["pairs"] == 1
     assert {j["parse_mode"] for j in problems[0]["generations"][0]["judgments"]} == {"prompt"}
+
+
+def test_judge_calls_are_retried_by_the_plugins_sampler(datagen: pytest.Pytester) -> None:
+    config = ServerConfig(
+        script=scripted.judge(), fail_first_k_attempts_per_request=1, fail_first_k_kind="503"
+    )
+    with OpenAITestServer(config) as server:
+        result, (_, (summary,)) = run(datagen, *judges(server), "--limit=1")
+        outcomes = [r["outcome"] for r in server.requests]
+    result.assert_outcomes(passed=1)
+    assert sorted(outcomes) == ["503"] * 3 + ["ok"] * 3  # each judge call: one 503, one retry
+    assert summary["requests"]["retries"] == 3 and summary["judge"]["valid_rate"] == 1.0
+
+
+def test_a_judge_that_never_answers_is_an_infrastructure_error(datagen: pytest.Pytester) -> None:
+    config = ServerConfig(script=scripted.judge(), fail_first_k_attempts_per_request=99)
+    with OpenAITestServer(config) as server:
+        result, (_, (summary,)) = run(
+            datagen, *judges(server), "--limit=1", "--max-attempts=2", "--agenteval-gate",
+            "datagen.judge.valid_rate >= 0.0",
+        )  # fmt: skip
+    assert result.ret == 1  # the gate fails closed on an incomplete run
+    result.assert_outcomes(errors=1)
+    assert summary["complete"] is False and summary["errors"]["items"] == 1
+    assert "every judge call failed" in summary["errors"]["messages"]["g-alg"]
