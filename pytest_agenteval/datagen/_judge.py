@@ -10,9 +10,13 @@ In-process models take no response_format: they are judged in `prompt` mode."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import copy
+import dataclasses
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,19 +90,34 @@ def derive_nonce(secret: bytes, *parts: str) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()[:16]
 
 
+_REFUSAL = re.compile(r"HTTP (400|422)\b|last error: (500|501)\b")
+
+
+def refusal_of(exc: Exception) -> str | None:
+    """The status of a structured-output probe's refusal: 400, 422, or 500/501
+    (llama-cpp-python's server answers json_schema with a 500). None for what says
+    nothing about capabilities: 429, 502-504, connection errors, timeouts."""
+    match = _REFUSAL.search(str(exc))
+    return None if match is None else (match.group(1) or match.group(2))
+
+
 class JudgeClient:
     def __init__(
-        self, spec: JudgeSpec, make_sampler: Callable[[str, str], Any], fixed_mode: str | None, owns: bool
+        self,
+        spec: JudgeSpec,
+        make_sampler: Callable[[str, str, bool], Any],
+        fixed_mode: str | None,
+        owns: bool,
     ) -> None:
         self.spec = spec
         self.owns = owns  # the samplers are this judge's own (closed with it)
-        self._make_sampler = make_sampler  # (mode, kind) -> sampler
-        self._samplers: dict[tuple[str, str], Any] = {}
+        self._make_sampler = make_sampler  # (mode, kind, probe) -> sampler
+        self._samplers: dict[tuple[str, str, bool], Any] = {}
         self.mode: dict[str, str] = (
             {} if fixed_mode is None else {"pointwise": fixed_mode, "pairwise": fixed_mode}
         )
         self._locks: dict[str, asyncio.Lock] = {}
-        self.refused: dict[str, list[str]] = {}  # kind -> modes the endpoint answered 400 to
+        self.refused: dict[str, list[str]] = {}  # kind -> "mode: status" the endpoint refused
 
     async def aclose(self) -> None:
         if self.owns:
@@ -106,10 +125,11 @@ class JudgeClient:
                 await sampler.aclose()
         self._samplers.clear()
 
-    def sampler(self, mode: str, kind: str) -> Any:
-        if (mode, kind) not in self._samplers:
-            self._samplers[(mode, kind)] = self._make_sampler(mode, kind)
-        return self._samplers[(mode, kind)]
+    def sampler(self, mode: str, kind: str, probe: bool = False) -> Any:
+        """`probe`: one attempt, no retries (a refusal is an answer, not a fault)."""
+        if (mode, kind, probe) not in self._samplers:
+            self._samplers[(mode, kind, probe)] = self._make_sampler(mode, kind, probe)
+        return self._samplers[(mode, kind, probe)]
 
     async def _negotiated(self, kind: str, messages: list[dict[str, str]], params: SamplingParams) -> Any:
         if kind in self.mode:
@@ -119,13 +139,21 @@ class JudgeClient:
             if kind in self.mode:
                 return self.mode[kind], await self.sampler(self.mode[kind], kind).complete(messages, params)
             for mode in MODES:
+                probe = mode != "prompt"
                 try:
-                    completion = await self.sampler(mode, kind).complete(messages, params)
-                except FatalRequestError as exc:
-                    if mode == "prompt" or "HTTP 400" not in str(exc):
+                    completion = await self.sampler(mode, kind, probe).complete(messages, params)
+                except SamplerError as exc:  # FatalRequestError included
+                    status = refusal_of(exc) if probe else None
+                    if status is not None:
+                        self.refused.setdefault(kind, []).append(f"{mode}: {status}")
+                        continue
+                    if not probe:
                         raise
-                    self.refused.setdefault(kind, []).append(mode)
-                    continue
+                    # a transient fault: this mode again, with the sampler's full retries
+                    completion = await self.sampler(mode, kind).complete(messages, params)
+                    completion = dataclasses.replace(
+                        completion, attempts=completion.attempts + 1
+                    )  # + the probe
                 self.mode[kind] = mode
                 return mode, completion
         raise AssertionError("unreachable: prompt mode either answers or raises")
@@ -144,6 +172,7 @@ class JudgeClient:
         }
         tokens = [0, 0]
         conversation = messages
+        _CALL_NONCE.set(nonce)  # this task's own context: read by _JudgeSampler.body
         for ask in range(reasks + 1):
             try:
                 mode, completion = await self._negotiated(kind, conversation, params)
@@ -164,7 +193,10 @@ class JudgeClient:
             else:
                 parsed_error = parsed.error
             result.update(
-                parse_mode=mode, reply=completion.text[:REPLY_KEPT_CHARS], repairs=list(parsed.repairs)
+                parse_mode=mode,
+                refused_modes=list(self.refused.get(kind, ())),
+                reply=completion.text[:REPLY_KEPT_CHARS],
+                repairs=list(parsed.repairs),
             )
             if parsed.ok:
                 result.update(status="valid", error="", **parsed.value)
@@ -176,6 +208,32 @@ class JudgeClient:
         return result
 
 
+_CALL_NONCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("judge_nonce", default=None)
+
+
+def pin_nonce(fmt: dict[str, Any], nonce: str) -> dict[str, Any]:
+    """The response_format with the schema's nonce pinned to this call's value, so a
+    grammar-constrained server cannot write another one."""
+    pinned = copy.deepcopy(fmt)
+    schema = pinned["json_schema"]["schema"] if pinned.get("type") == "json_schema" else pinned.get("schema")
+    if schema is not None:
+        schema["properties"]["nonce"] = {"type": "string", "enum": [nonce]}
+    return pinned
+
+
+class _JudgeSampler(OpenAISampler):
+    """The plugin's OpenAISampler (slots, retries) whose response_format carries the nonce
+    of the call in flight (a context variable set by `JudgeClient.judge`). The nonce is in
+    the messages too, so the generation cache's key already tells calls apart."""
+
+    def body(self, messages: Any, params: SamplingParams, tools: Any = None) -> dict[str, Any]:
+        body = super().body(messages, params, tools)
+        nonce = _CALL_NONCE.get()
+        if nonce and "response_format" in body:
+            body["response_format"] = pin_nonce(body["response_format"], nonce)
+        return body
+
+
 def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -> JudgeClient:
     """A judge on an OpenAI-compatible endpoint: one sampler per (mode, kind), each the
     plugin's OpenAISampler (retries, slots) behind the generation cache."""
@@ -183,18 +241,19 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
 
     assert spec.endpoints
 
-    def make(mode: str, kind: str) -> Any:
+    def make(mode: str, kind: str, probe: bool) -> Any:
         fmt = response_format(mode, kind)
         extra: dict[str, Any] = {} if fmt is None else {"response_format": fmt}
         if settings.thinking != "omit":
             extra["chat_template_kwargs"] = {"enable_thinking": settings.thinking == "on"}
-        sampler = OpenAISampler(
+        attempts = 1 if probe else settings.max_attempts
+        sampler = _JudgeSampler(
             spec.endpoints,
             spec.model or "default",
             concurrency=concurrency,
             api_key_env=settings.api_key_env,
             request_timeout_s=settings.request_timeout,
-            retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
+            retry=RetryPolicy(max_attempts=attempts, max_total_s=settings.retry_max_seconds),
             extra_body=extra,
         )
         return sampler if cache is None else CachingSampler(sampler, cache)
@@ -204,4 +263,4 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
 
 def local_judge(spec: JudgeSpec, sampler: Any) -> JudgeClient:
     """The run's own model (embedded or GGUF) as the judge: prompt mode only."""
-    return JudgeClient(spec, lambda mode, kind: sampler, "prompt", owns=False)
+    return JudgeClient(spec, lambda mode, kind, probe: sampler, "prompt", owns=False)

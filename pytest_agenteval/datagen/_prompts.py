@@ -80,7 +80,9 @@ def _score_schema() -> dict[str, Any]:
         "type": "object",
         "properties": {
             "reason": {"type": "string"},
-            "score": {"type": "integer", "minimum": 1, "maximum": 5},
+            # an enum, not minimum/maximum: llama.cpp's schema grammar ignores the bounds
+            # (measured: SmolLM2 then wrote 0), but honours an enum
+            "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
         },
         "required": ["reason", "score"],
         "additionalProperties": False,

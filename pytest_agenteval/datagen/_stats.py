@@ -78,6 +78,7 @@ def _per_judge(judgments: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "valid_rate": _ratio(len(valid), len(own)),
             "mean_score": _ratio(sum(totals), len(totals)),
             "parse_modes": dict(Counter(j.get("parse_mode", "none") for j in own)),
+            "refused_modes": sorted({m for j in own for m in j.get("refused_modes", ())}),
             "reasked": sum(j.get("asks", 1) > 1 for j in own),
         }
     return out

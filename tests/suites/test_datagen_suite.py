@@ -109,13 +109,14 @@ def test_structured_output_is_negotiated_per_endpoint(datagen: pytest.Pytester) 
     log: list = []
     config = ServerConfig(script=scripted.judge(log=log), response_formats=("json_object",))
     with OpenAITestServer(config) as server:
-        result, (problems, _) = run(datagen, *judges(server))
+        result, (problems, (summary,)) = run(datagen, *judges(server))
         outcomes = [r["outcome"] for r in server.requests]
     result.assert_outcomes(passed=3)
     assert outcomes.count("400") == 2  # json_schema refused once per kind, then remembered
     assert {body["response_format"]["type"] for body in log} == {"json_object"}
     modes = {j["parse_mode"] for p in problems for j in p["generations"][0]["judgments"]}
     assert modes == {"json_object"}
+    assert summary["judge"]["per_judge"]["mock-model"]["refused_modes"] == ["json_schema: 400"]
 
 
 def test_an_endpoint_without_structured_output_is_judged_in_prompt_mode(datagen: pytest.Pytester) -> None:
@@ -296,3 +297,21 @@ def test_a_judge_that_never_answers_is_an_infrastructure_error(datagen: pytest.P
     result.assert_outcomes(errors=1)
     assert summary["complete"] is False and summary["errors"]["items"] == 1
     assert "every judge call failed" in summary["errors"]["messages"]["g-alg"]
+
+
+def test_a_real_llama_cpp_server_is_negotiated_down_to_its_grammar(
+    datagen: pytest.Pytester, llama_server
+) -> None:
+    """llama-cpp-python's server answers json_schema with a 500 and compiles json_object's
+    schema into a grammar: the embedded model then writes parseable verdicts."""
+    result, (problems, (summary,)) = run(
+        datagen, f"--judge-endpoint={llama_server}", "--judge-model=smollm2", "--limit=1",
+        "--max-tokens=200", "--datagen-reasks=0",
+    )  # fmt: skip
+    assert result.ret in (0, 1)  # verdicts, not errors
+    judge = summary["judge"]["per_judge"]["smollm2"]
+    assert judge["parse_modes"] == {"json_object": 1}
+    assert judge["refused_modes"] == ["json_schema: 500"]
+    assert judge["errors"] == 0 and judge["valid"] + judge["invalid"] == 1
+    games = [j for j in problems[0]["generations"][0]["judgments"] if j["kind"] == "pairwise"]
+    assert [g["parse_mode"] for g in games] == ["json_object", "json_object"]
