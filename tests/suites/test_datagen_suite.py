@@ -114,6 +114,10 @@ def test_structured_output_is_negotiated_per_endpoint(datagen: pytest.Pytester) 
     result.assert_outcomes(passed=3)
     assert outcomes.count("400") == 2  # json_schema refused once per kind, then remembered
     assert {body["response_format"]["type"] for body in log} == {"json_object"}
+    pairwise = [b for b in log if scripted.kind_of(b) == "pairwise"]
+    # the references have no solution, so neither side shows one (generated ones do)
+    assert pairwise and not any("solution:" in b["messages"][-1]["content"] for b in pairwise)
+    assert all("Problem A answer:" in b["messages"][-1]["content"] for b in pairwise)
     modes = {j["parse_mode"] for p in problems for j in p["generations"][0]["judgments"]}
     assert modes == {"json_object"}
     assert summary["judge"]["per_judge"]["mock-model"]["refused_modes"] == ["json_schema: 400"]
