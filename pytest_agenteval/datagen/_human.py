@@ -135,3 +135,35 @@ def human_summary(path: Path, items: Mapping[str, str]) -> dict[str, Any] | None
         "stale": sorted(e["problem_id"] for e in entries if e.get("item_sha256") != items[e["problem_id"]]),
         "annotators": sorted({str(e.get("annotator")) for e in entries}),
     }
+
+
+def agreement_with_judges(
+    path: Path, table: Mapping[str, Mapping[str, Mapping[str, int] | None]]
+) -> dict[str, Any]:
+    """Each LLM judge against the human verifications of the same items (the calibration
+    none of the anchors ship): ordinal alpha per dimension, interval alpha on the mean,
+    and the judge's mean offset from the human (positive: more lenient)."""
+    from ._panel import krippendorff_alpha
+
+    try:
+        store = load_verifications(path)
+    except (OSError, ValueError):
+        return {}
+    human = {
+        pid: e["scores"] for pid, e in store.items() if pid in table and isinstance(e.get("scores"), dict)
+    }
+    judges = sorted({j for by_judge in table.values() for j in by_judge})
+    out: dict[str, Any] = {}
+    for judge in judges:
+        pairs = [(human[i], table[i][judge]) for i in human if table[i].get(judge) is not None]
+        if not pairs:
+            continue
+        alpha = {d: krippendorff_alpha([[h[d], j[d]] for h, j in pairs], "ordinal") for d in DIMENSIONS}
+        means = [(sum(h.values()) / 4, sum(j.values()) / 4) for h, j in pairs]
+        out[judge] = {
+            "items": len(pairs),
+            "alpha": alpha,
+            "alpha_mean": krippendorff_alpha([list(m) for m in means], "interval"),
+            "mean_offset": sum(j - h for h, j in means) / len(means),
+        }
+    return out

@@ -150,6 +150,14 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
                 f"of {human.get('verified')} verified ({len(human.get('stale', []))} stale)",
             )
         )
+        for name, versus in (human.get("judges") or {}).items():
+            rows.append(
+                (
+                    f"  vs {name}",
+                    f"alpha (mean score) {_f(versus['alpha_mean'], 3)}, judge - human "
+                    f"{versus['mean_offset']:+.2f} over {versus['items']} items",
+                )
+            )
     for preset in summary.get("gate_presets", []):
         rows.append(
             (

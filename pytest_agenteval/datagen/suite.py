@@ -19,7 +19,7 @@ from ..samplers import SamplerError
 from ..suite import DataError, RolloutContext, Suite
 from ._checks import answer_format, checks_summary, nearest_reference, shingles
 from ._data import DatagenDataError, GeneratedProblem, LoadReport, load_generated, reference_from_rows
-from ._human import human_summary, verifications_path
+from ._human import agreement_with_judges, human_summary, verifications_path
 from ._judge import JudgeClient, JudgeSpec, judge_specs, local_judge, nonce_secret, openai_judge
 from ._pairing import Opponents, pair_opponents, shown_fields, side
 from ._panel import panel_summary
@@ -241,16 +241,21 @@ class Datagen(Suite):
             "winrate": winrate_summary(_pairs(records, judgments), settings.seed),
             "panel": panel_summary(table, judges, settings.seed),
             "checks": checks_summary([g.score.fields["checks"] for r in records for g in r.generations]),
-            "human": self._human(records, settings),
+            "human": self._human(records, settings, table),
         }
         summary["gate_presets"] = gate_presets(summary)
         return summary
 
-    def _human(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any] | None:
+    def _human(
+        self, records: Sequence[ProblemRecord], settings: Settings, table: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
         if not settings.datagen_path:
             return None
         path = Path(settings.datagen_verifications or verifications_path(Path(settings.datagen_path)))
-        return human_summary(path, {str(r.problem_id): r.extra.get("item_sha256", "") for r in records})
+        summary = human_summary(path, {str(r.problem_id): r.extra.get("item_sha256", "") for r in records})
+        if summary is not None and "error" not in summary:
+            summary["judges"] = agreement_with_judges(path, table)
+        return summary
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         return summary_rows(summary)

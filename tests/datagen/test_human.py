@@ -91,3 +91,25 @@ def test_the_review_order_puts_the_panels_disagreements_first(tmp_path: Path) ->
     results.write_text(json.dumps({"type": "summary", "suite": "aime25"}) + "\n")
     with pytest.raises(ValueError, match="no datagen summary line"):
         disagreement_order(results)
+
+
+def test_each_judge_is_compared_with_the_human(tmp_path: Path) -> None:
+    from pytest_agenteval.datagen._human import agreement_with_judges
+
+    def sc(v: int) -> dict[str, int]:
+        return dict.fromkeys(SCORES, v)
+
+    path = tmp_path / "v.json"
+    human = {"g1": 2, "g2": 4, "g3": 5}
+    path.write_text(json.dumps({k: {"problem_id": k, "scores": sc(v)} for k, v in human.items()}))
+    table = {
+        "g1": {"same": sc(2), "plus1": sc(3)},
+        "g2": {"same": sc(4), "plus1": sc(5)},
+        "g3": {"same": sc(5), "plus1": None},  # invalid verdict: not compared
+    }
+    out = agreement_with_judges(path, table)
+    assert (
+        out["same"]["items"] == 3 and out["same"]["alpha_mean"] == 1.0 and out["same"]["mean_offset"] == 0.0
+    )
+    assert out["plus1"]["items"] == 2 and out["plus1"]["mean_offset"] == 1.0
+    assert out["plus1"]["alpha_mean"] < 1.0

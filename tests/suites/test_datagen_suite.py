@@ -4,6 +4,8 @@ negotiation, invalid verdicts counted, xdist, the cache, and start-up errors."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
@@ -249,7 +251,13 @@ def test_the_summary_includes_human_approval_when_verifications_exist(datagen: p
     gen, _ = scripted.write_data(datagen.path)
     sha = {p.problem_id: p.sha256 for p in load_generated(gen).problems}
     entries = {
-        "g-alg": {"problem_id": "g-alg", "status": "approved", "item_sha256": sha["g-alg"], "annotator": "a"},
+        "g-alg": {
+            "problem_id": "g-alg",
+            "status": "approved",
+            "item_sha256": sha["g-alg"],
+            "annotator": "a",
+            "scores": dict.fromkeys(scripted.DIMS, 3),
+        },
         "g-geo": {"problem_id": "g-geo", "status": "rejected", "item_sha256": "old", "annotator": "a"},
     }
     (datagen.path / "generated_verifications.json").write_text(json.dumps(entries), encoding="utf-8")
@@ -258,7 +266,10 @@ def test_the_summary_includes_human_approval_when_verifications_exist(datagen: p
     human = summary["human"]
     assert (human["verified"], human["approved_rate"], human["stale"]) == (2, 0.5, ["g-geo"])
     assert human["status_counts"] == {"approved": 1, "rejected": 1, "needs_revision": 0}
-    assert "human         approved 0.50" in result.stdout.str()
+    versus = human["judges"]["mock-model"]  # the judge gives 4s, the human 3s on g-alg
+    assert (versus["items"], versus["mean_offset"]) == (1, 1.0)
+    assert "vs mock-model" in result.stdout.str()
+    assert re.search(r"human +approved 0\.50 \[0\.09, 0\.91\] of 2 verified \(1 stale\)", result.stdout.str())
 
 
 def test_the_embedded_model_judges_offline_and_its_invalid_verdicts_are_counted(
