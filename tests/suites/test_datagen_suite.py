@@ -330,3 +330,13 @@ def test_a_real_llama_cpp_server_is_negotiated_down_to_its_grammar(
     assert judge["errors"] == 0 and judge["valid"] + judge["invalid"] == 1
     games = [j for j in problems[0]["generations"][0]["judgments"] if j["kind"] == "pairwise"]
     assert [g["parse_mode"] for g in games] == ["json_object", "json_object"]
+
+
+def test_a_results_file_replays_without_calling_any_judge(datagen: pytest.Pytester) -> None:
+    with OpenAITestServer(ServerConfig(script=scripted.judge(score=5))) as server:
+        run(datagen, *judges(server))
+    (datagen.path / "first.jsonl").write_bytes((datagen.path / "r.jsonl").read_bytes())
+    result, (problems, (summary,)) = run(datagen, "--model-path=replay:first.jsonl")
+    result.assert_outcomes(passed=3)
+    assert summary["judge"]["mean_score"] == 5.0 and summary["requests"]["attempts"] == 0
+    assert summary["winrate"]["position_inconsistency_rate"] == 1.0
