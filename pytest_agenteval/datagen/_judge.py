@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..samplers import FatalRequestError, OpenAISampler, RetryPolicy, SamplerError, SamplingParams
+from ..samplers import (
+    FatalRequestError,
+    OpenAISampler,
+    PrioritySlots,
+    RetryPolicy,
+    SamplerError,
+    SamplingParams,
+)
 from ._prompts import reask_messages, response_format
 from ._verdict import parse_reply
 
@@ -132,30 +139,30 @@ class JudgeClient:
         return self._samplers[(mode, kind, probe)]
 
     async def _negotiated(self, kind: str, messages: list[dict[str, str]], params: SamplingParams) -> Any:
-        if kind in self.mode:
-            return self.mode[kind], await self.sampler(self.mode[kind], kind).complete(messages, params)
-        lock = self._locks.setdefault(kind, asyncio.Lock())
-        async with lock:
-            if kind in self.mode:
-                return self.mode[kind], await self.sampler(self.mode[kind], kind).complete(messages, params)
-            for mode in MODES:
-                probe = mode != "prompt"
-                try:
-                    completion = await self.sampler(mode, kind, probe).complete(messages, params)
-                except SamplerError as exc:  # FatalRequestError included
-                    status = refusal_of(exc) if probe else None
-                    if status is not None:
-                        self.refused.setdefault(kind, []).append(f"{mode}: {status}")
-                        continue
-                    if not probe:
-                        raise
-                    # a transient fault: this mode again, with the sampler's full retries
-                    completion = await self.sampler(mode, kind).complete(messages, params)
-                    completion = dataclasses.replace(
-                        completion, attempts=completion.attempts + 1
-                    )  # + the probe
-                self.mode[kind] = mode
-                return mode, completion
+        if kind not in self.mode:
+            async with self._locks.setdefault(kind, asyncio.Lock()):  # one probe at a time
+                if kind not in self.mode:
+                    return await self._negotiate(kind, messages, params)
+        mode = self.mode[kind]  # known: calls run concurrently, outside the lock
+        return mode, await self.sampler(mode, kind).complete(messages, params)
+
+    async def _negotiate(self, kind: str, messages: list[dict[str, str]], params: SamplingParams) -> Any:
+        for mode in MODES:
+            probe = mode != "prompt"
+            try:
+                completion = await self.sampler(mode, kind, probe).complete(messages, params)
+            except SamplerError as exc:  # FatalRequestError included
+                status = refusal_of(exc) if probe else None
+                if status is not None:
+                    self.refused.setdefault(kind, []).append(f"{mode}: {status}")
+                    continue
+                if not probe:
+                    raise
+                # a transient fault: this mode again, with the sampler's full retries
+                completion = await self.sampler(mode, kind).complete(messages, params)
+                completion = dataclasses.replace(completion, attempts=completion.attempts + 1)  # + the probe
+            self.mode[kind] = mode
+            return mode, completion
         raise AssertionError("unreachable: prompt mode either answers or raises")
 
     async def judge(
@@ -224,7 +231,18 @@ def pin_nonce(fmt: dict[str, Any], nonce: str) -> dict[str, Any]:
 class _JudgeSampler(OpenAISampler):
     """The plugin's OpenAISampler (slots, retries) whose response_format carries the nonce
     of the call in flight (a context variable set by `JudgeClient.judge`). The nonce is in
-    the messages too, so the generation cache's key already tells calls apart."""
+    the messages too, so the generation cache's key already tells calls apart. A judge's
+    samplers (one per mode and kind) share one set of slots: `--concurrency` is per
+    endpoint, not per sampler."""
+
+    def __init__(self, *args: Any, slots: PrioritySlots, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._shared_slots = slots
+
+    def _ensure_session(self) -> Any:
+        session = super()._ensure_session()
+        self._slots = self._shared_slots
+        return session
 
     def body(self, messages: Any, params: SamplingParams, tools: Any = None) -> dict[str, Any]:
         body = super().body(messages, params, tools)
@@ -240,6 +258,7 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
     from ..cache import CachingSampler
 
     assert spec.endpoints
+    slots = PrioritySlots(concurrency * len(spec.endpoints))
 
     def make(mode: str, kind: str, probe: bool) -> Any:
         fmt = response_format(mode, kind)
@@ -255,6 +274,7 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
             request_timeout_s=settings.request_timeout,
             retry=RetryPolicy(max_attempts=attempts, max_total_s=settings.retry_max_seconds),
             extra_body=extra,
+            slots=slots,
         )
         return sampler if cache is None else CachingSampler(sampler, cache)
 

@@ -340,3 +340,12 @@ def test_a_results_file_replays_without_calling_any_judge(datagen: pytest.Pytest
     result.assert_outcomes(passed=3)
     assert summary["judge"]["mean_score"] == 5.0 and summary["requests"]["attempts"] == 0
     assert summary["winrate"]["position_inconsistency_rate"] == 1.0
+
+
+def test_a_judge_endpoint_never_gets_more_than_concurrency_requests(datagen: pytest.Pytester) -> None:
+    config = ServerConfig(script=scripted.judge(), latency_ms=150)
+    with OpenAITestServer(config) as server:
+        result, _ = run(datagen, *judges(server), "--concurrency=2")
+        stats = server.stats()
+    result.assert_outcomes(passed=3)
+    assert stats["max_in_flight"] == 2  # pointwise and pairwise calls share the endpoint's slots
