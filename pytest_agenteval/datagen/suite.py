@@ -156,8 +156,8 @@ class Datagen(Suite):
         return Rollout(
             text="",
             stop_reason="judged",
-            prompt_tokens=sum(r.get("prompt_tokens", 0) for r in results),
-            completion_tokens=sum(r.get("completion_tokens", 0) for r in results),
+            prompt_tokens=sum(r.get("prompt_tokens", 0) for r in [*results, solve or {}]),
+            completion_tokens=sum(r.get("completion_tokens", 0) for r in [*results, solve or {}]),
             latency_s=time.perf_counter() - started,
             attempts=sum(r.get("attempts", 0) for r in results),
             retries=sum(r.get("retries", 0) for r in results),
