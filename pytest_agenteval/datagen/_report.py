@@ -162,7 +162,8 @@ def summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 "seed gate",
-                f"{preset['gate']}: {_f(preset['value'])} {_ci(preset['ci95'])} {preset['verdict'].upper()}",
+                f"{preset['gate']}: {_f(preset['value'])} {_ci(preset['ci95'])} {preset['verdict'].upper()}"
+                + (" (too few items to decide)" if preset["verdict"] == "undecided" else ""),
             )
         )
     return rows
