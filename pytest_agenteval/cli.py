@@ -12,9 +12,16 @@ def _report(argv: list[str]) -> int:
     return main(argv)
 
 
+def _review(argv: list[str]) -> int:
+    from .datagen.review import main
+
+    return main(argv)
+
+
 # subcommand -> function(argv) -> exit status
 SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
     "report": _report,
+    "review": _review,
 }
 
 

@@ -36,4 +36,11 @@ MARKERS: dict[str, str] = {
     "level1": "GAIA level 1",
     "level2": "GAIA level 2",
     "level3": "GAIA level 3",
+    "datagen": "generated problems (datagen suite)",
+    "algebra": "datagen topic algebra",
+    "geometry": "datagen topic geometry",
+    "number_theory": "datagen topic number theory",
+    "combinatorics": "datagen topic combinatorics",
+    "probability": "datagen topic probability",
+    "other_topic": "datagen problems of any other topic",
 }

@@ -295,6 +295,41 @@ OPTIONS: tuple[Option, ...] = (
         "test split: leaderboard submission "
         "JSONL path (default: agenteval-results/gaia-test-submission.jsonl)",
     ),
+    # -- datagen: generated-data quality (suites/datagen) -------------------------------
+    Option(
+        "datagen_path", "--datagen-path", None, "generated problems JSONL (problem, answer, solution, topic)"
+    ),
+    Option(
+        "reference_path",
+        "--reference-path",
+        None,
+        "datagen reference problems: JSONL, parquet or save_to_disk folder (default: hub math-ai/aime25)",
+    ),
+    Option(
+        "judge_endpoints",
+        "--judge-endpoint",
+        [],
+        "datagen judge: OpenAI-compatible base URL (repeatable: a panel; default: the run's own model)",
+        multiple=True,
+    ),
+    Option(
+        "judge_models", "--judge-model", [], "model name of each --judge-endpoint (repeatable)", multiple=True
+    ),
+    Option("datagen_opponents", "--datagen-opponents", 1, "reference opponents per generated problem", int),
+    Option("datagen_reasks", "--datagen-reasks", 2, "re-asks of a judge whose reply does not parse", int),
+    Option(
+        "datagen_solve",
+        "--datagen-solve",
+        0,
+        "solve each generated problem this many times with the run's model (0: off)",
+        int,
+    ),
+    Option(
+        "datagen_verifications",
+        "--datagen-verifications",
+        None,
+        "human verifications file (default: <data>_verifications.json beside --datagen-path)",
+    ),
 )
 
 
@@ -357,6 +392,15 @@ class Settings:
     progress: str = "auto"
     bfcl_export_model: str | None = None
     explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
+    # -- datagen (after `explicit`, with defaults, so other blocks merge cleanly) -------
+    datagen_path: str | None = None
+    reference_path: str | None = None
+    judge_endpoints: tuple[str, ...] = ()
+    judge_models: tuple[str, ...] = ()
+    datagen_opponents: int = 1
+    datagen_reasks: int = 2
+    datagen_solve: int = 0
+    datagen_verifications: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -471,3 +515,10 @@ def validate(settings: Settings) -> None:
             raise pytest.UsageError(str(exc)) from None
     if settings.samples_per_request > settings.val_n:
         raise pytest.UsageError("--samples-per-request cannot exceed --val-n")
+    for flag, value, low, high in (
+        ("--datagen-opponents", settings.datagen_opponents, 0, 50),
+        ("--datagen-reasks", settings.datagen_reasks, 0, 5),
+        ("--datagen-solve", settings.datagen_solve, 0, 64),
+    ):
+        if not low <= value <= high:
+            raise pytest.UsageError(f"{flag} must be within {low}-{high}, got {value}")

@@ -174,6 +174,10 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
             check_export_model(settings.bfcl_export_model, settings.bfcl_style)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if settings.judge_endpoints or settings.judge_models:
+        from .datagen import check_judge_options
+
+        check_judge_options(settings)
     if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "

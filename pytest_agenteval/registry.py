@@ -12,6 +12,7 @@ BUILTIN_SUITES = {
     "aime25": "pytest_agenteval.aime25:Aime25",
     "bfcl": "pytest_agenteval.bfcl.suite:Bfcl",
     "gaia": "pytest_agenteval.gaia.suite:Gaia",
+    "datagen": "pytest_agenteval.datagen.suite:Datagen",
 }
 
 # Top-level summary keys of the built-in suites, so a gate typo fails at start-up.
@@ -65,10 +66,12 @@ GAIA_METRICS = _COMMON + (
     "latency_p50_s",
     "latency_p95_s",
 )
+DATAGEN_METRICS = _COMMON + ("judge", "winrate", "panel", "checks", "human", "load", "gate_presets")
 KNOWN_METRICS: dict[str, tuple[str, ...]] = {
     "aime25": MATH_METRICS,
     "bfcl": BFCL_METRICS,
     "gaia": GAIA_METRICS,
+    "datagen": DATAGEN_METRICS,
 }
 
 _instances: dict[str, Suite] = {}

@@ -51,6 +51,7 @@ class Runtime:
         self.fatal_error: str | None = None  # a refusal (401/404...) that ends the run
         self._shared: dict[tuple[str, str, int], list[Any]] = {}  # group -> [task, readers left]
         self.progress = Counters()  # for the live progress line
+        self.finalizers: list[Any] = []  # async closers of what suites started here (judges)
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -251,6 +252,7 @@ class Runtime:
         finalizers = []
         if self._sampler is not None and hasattr(self._sampler, "aclose"):
             finalizers.append(self._sampler.aclose)
+        finalizers.extend(self.finalizers)
         if self._sandbox is not None:
             finalizers.append(self._sandbox.aclose)
         return engine.close(finalizers)

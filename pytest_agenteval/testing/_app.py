@@ -331,6 +331,11 @@ class ServerCore:
         if problem is not None:
             return openai_error(400, problem, "invalid_request_error")
         assert body is not None
+        kind = (body.get("response_format") or {}).get("type") if endpoint == "chat" else None
+        allowed = self.config.response_formats
+        if kind is not None and allowed is not None and kind not in allowed:
+            problem = f"response_format type {kind!r} is not supported"
+            return openai_error(400, problem, "invalid_request_error")
         model = body.get("model")
         if self.config.strict_model and model != self.config.model:
             return openai_error(

@@ -28,6 +28,9 @@ class ServerConfig:
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
     support_n: bool = True  # False: always one choice, whatever ``n`` says
     tokenize: str = "none"  # "vllm": /tokenize, "llama": /extras/tokenize (1 token a character)
+    # None: accept any ``response_format``; else a 400 for a type not listed (as servers
+    # without structured output answer), e.g. ("json_object",) or () for none at all
+    response_formats: tuple[str, ...] | None = None
 
     latency_ms: float = 0.0  # per request (not per choice)
     jitter_ms: float = 0.0  # uniform +-jitter, deterministic per (key, attempt)
