@@ -15,7 +15,7 @@ def test_review_is_a_subcommand() -> None:
 
 def test_no_subcommand_prints_usage(capsys) -> None:
     assert main([]) == 2
-    assert "usage: pytest-agenteval {review}" in capsys.readouterr().err
+    assert "usage: pytest-agenteval {report, review}" in capsys.readouterr().err
 
 
 def test_a_missing_data_file_is_one_line(tmp_path: Path) -> None:
