@@ -175,6 +175,8 @@ class CachingSampler:
             "fingerprint": inner.identity.fingerprint,
             # sent with every request (e.g. chat_template_kwargs): changes the output
             "extra_body": dict(getattr(inner, "extra_body", {}) or {}),
+            # bumped when a backend's sampling changes (in-process: own template, min_p off)
+            "sampling_version": getattr(inner, "sampling_version", 1),
         }
         self.supports_n = getattr(inner, "supports_n", False)
         self.token_io = getattr(inner, "token_io", False)
@@ -197,12 +199,15 @@ class CachingSampler:
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        key = self.cache.completion_key(self._model_key, messages, params, tools)
+        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
+        key = self.cache.completion_key(model, messages, params, tools)
         hit = self.cache.get(key)
         if hit is not None:
             return _completion_from_dict(hit)
-        completion = await self.inner.complete(messages, params, tools)
+        extra = {"tool_choice": tool_choice} if tool_choice else {}
+        completion = await self.inner.complete(messages, params, tools, **extra)
         self.cache.put(key, _completion_to_dict(completion))
         return completion
 

@@ -22,7 +22,14 @@ from .records import Problem, ProblemRecord
 from .registry import KNOWN_METRICS, remember
 from .results import RESULTS_DIR, check_writable
 from .runtime import Runtime
-from .samplers import ModelChoice, ReplayError, ReplaySource, choose_model, probe_endpoint
+from .samplers import (
+    ModelChoice,
+    ReplayError,
+    ReplaySource,
+    choose_model,
+    probe_endpoint,
+    probe_token_routes,
+)
 from .suite import DataError, Suite
 
 RUNTIME = pytest.StashKey[Runtime]()
@@ -69,6 +76,9 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
                         f"(it serves: {', '.join(served)}); fix --model-name or the endpoint"
                     )
             choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
+            if settings.continuation == "tokens":
+                for url in choice.endpoints:
+                    probe_token_routes(url, name, api_key)
         elif choice.kind == "replay":
             assert choice.path is not None
             ReplaySource(choice.path)

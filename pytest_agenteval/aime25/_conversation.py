@@ -111,7 +111,7 @@ class MessageConversation:
         return total
 
     async def sample(self, params: SamplingParams) -> Completion:
-        completion = await self.sampler.complete(self.messages, params, tools=TOOLS)
+        completion = await self.sampler.complete(self.messages, params, tools=TOOLS, tool_choice="none")
         if completion.prompt_tokens:  # the server's own count of what it rendered
             self._length = completion.prompt_tokens + completion.completion_tokens
         elif self._length is not None:

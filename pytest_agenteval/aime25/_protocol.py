@@ -157,14 +157,14 @@ async def fit_tool_content(content: str, max_tokens: int, count: Any, fits: Any)
     """rollout.py `fit_tool_content`: keep the tail, cutting 30% at a time (the marker
     counts), until `await count(content) <= max_tokens` and `await fits(content)` (the next prompt
     within the trajectory budget); None once 64 characters or fewer still do not fit.
-    Fix: None also when a cut no longer shortens the text. The lab's loop never ends there
-    (65-66 characters: the marker plus 70% is as long as before)."""
+    Fix: None also when a cut no longer changes the text. The lab's loop never ends there
+    (at 65-66 characters the marker plus 70% can be the very same text again)."""
     while True:
         if await count(content) <= max_tokens and await fits(content):
             return content
         if len(content) <= MIN_SHRINK_CHARS:
             return None
         shorter = TRUNCATION_MARKER + content[-int(len(content) * 0.7) :]
-        if len(shorter) >= len(content):
+        if shorter == content:
             return None
         content = shorter

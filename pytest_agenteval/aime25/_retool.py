@@ -148,7 +148,7 @@ async def _call_tool(ctx: RolloutContext, conversation: Any, state: _State, code
             "call": state.code_calls,
             "status": result.status,
             "output": shown if shown is not None else raw,
-            "truncated": shown != raw,
+            "truncated": result.truncated or (shown is not None and shown != raw),
             "shown": shown is not None,
             "latency_s": round(result.latency_s, 4),
             "cached": getattr(result, "cached", False),

@@ -67,6 +67,14 @@ class Aime25(Suite):
             completion = await ctx.sampler.complete(messages, ctx.params())
         return single_turn_rollout(completion, extra)
 
+    def sampling(self, settings: Settings) -> dict[str, Any]:
+        """Retool sends min(--max-assistant-tokens, room left) per turn: the summary
+        records that cap, not the text-only --max-tokens it never sends."""
+        sampling = super().sampling(settings)
+        if settings.mode == "retool":
+            sampling["max_tokens"] = settings.max_assistant_tokens
+        return sampling
+
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         # the reward rule compares with the dataset's answer as written (reward.py), the
         # integer rule with its normalised form (eval.py)

@@ -48,6 +48,7 @@ __all__ = [
     "choose_model",
     "make_sampler",
     "probe_endpoint",
+    "probe_token_routes",
     "request_priority",
 ]
 
@@ -119,6 +120,28 @@ def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> li
     except json.JSONDecodeError:
         return []
     return [str(m.get("id")) for m in payload.get("data", []) if isinstance(m, dict)]
+
+
+def probe_token_routes(url: str, model: str, api_key: str | None, timeout_s: float = 10.0) -> None:
+    """`--continuation tokens` needs vLLM's `/tokenize` with messages; raise ValueError with
+    one line where the server has none."""
+    root = url[: -len("/v1")] if url.rstrip("/").endswith("/v1") else url.rstrip("/")
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}
+    request = urllib.request.Request(
+        f"{root}/tokenize", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            tokens = json.loads(response.read() or b"{}").get("tokens")
+    except (urllib.error.URLError, OSError, ValueError, AttributeError):
+        tokens = None
+    if not tokens:
+        raise ValueError(
+            f"--continuation tokens: {root} has no /tokenize that renders messages (vLLM and SGLang "
+            "have one); use --continuation messages"
+        )
 
 
 def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:

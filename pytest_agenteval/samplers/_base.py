@@ -94,6 +94,7 @@ class Sampler(Protocol):
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion: ...
 
     def count_tokens(self, text: str) -> int: ...

@@ -17,8 +17,14 @@ MODES = {
     "local": "--tokenizer {path}",
     "tokenize": "the server's /tokenize (its chat template and tokenizer)",
     "extras": "the server's /extras/tokenize (text; chat framing from server usage)",
+    "content": "the server's /tokenize of text (llama-server; chat framing from server usage)",
     "estimate": "ESTIMATE: 4 characters a token (the server has no tokenize route; pass --tokenizer)",
 }
+
+
+def _ids_of(reply: Mapping[str, Any]) -> list[Any]:
+    tokens = reply.get("tokens")
+    return tokens if isinstance(tokens, list) else []
 
 
 def _root(endpoint: str) -> str:
@@ -67,14 +73,18 @@ class EndpointCounter:
                 return self.mode
             root = _root(self.sampler.endpoints[0])
             hello = [{"role": "user", "content": "hi"}]
-            status, reply = await self._post(f"{root}/tokenize", self._messages_body(hello, None))
-            if status == 200 and isinstance(reply, dict) and isinstance(reply.get("tokens"), list):
-                self.mode = "tokenize"
-                return self.mode
-            status, reply = await self._post(f"{root}/extras/tokenize", {"input": "hi"})
-            if status == 200 and isinstance(reply, dict) and isinstance(reply.get("tokens"), list):
-                self.mode = "extras"
-                return self.mode
+            # a route counts only if it gives tokens for "hi": llama.cpp's llama-server answers
+            # a messages body on /tokenize with an empty list
+            probes = (
+                ("tokenize", "/tokenize", self._messages_body(hello, None)),
+                ("extras", "/extras/tokenize", {"input": "hi"}),
+                ("content", "/tokenize", {"content": "hi", "add_special": False}),
+            )
+            for mode, route, body in probes:
+                status, reply = await self._post(f"{root}{route}", body)
+                if status == 200 and isinstance(reply, dict) and _ids_of(reply):
+                    self.mode = mode
+                    return self.mode
             self.mode = "estimate"
             return self.mode
 
@@ -104,8 +114,11 @@ class EndpointCounter:
 
     async def encode_ids(self, text: str) -> list[int]:
         """Ids of plain text with the server's tokenizer (no special tokens added)."""
-        if await self.probe() == "extras":
+        mode = await self.probe()
+        if mode == "extras":
             return await self._ids("/extras/tokenize", {"input": text})
+        if mode == "content":
+            return await self._ids("/tokenize", {"content": text, "add_special": False})
         body = {"model": self.sampler.model_name, "prompt": text, "add_special_tokens": False}
         return await self._ids("/tokenize", body)
 

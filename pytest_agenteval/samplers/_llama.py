@@ -65,6 +65,7 @@ class LlamaSampler:
 
     native_tools = False
     token_io = True  # complete_tokens: continue from sampled ids
+    sampling_version = 2  # our own template rendering, min_p off, stop at end-of-generation ids
 
     def __init__(
         self,
@@ -217,8 +218,10 @@ class LlamaSampler:
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        """Chat through the GGUF's own template (tools passed to it, thinking off)."""
+        """Chat through the GGUF's own template (tools passed to it, thinking off); tool
+        calls are always raw text here, whatever `tool_choice` says."""
         plain = [dict(m) for m in messages]
         return await self._run(self._render_and_generate, plain, params, tools)
 

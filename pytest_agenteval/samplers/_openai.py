@@ -103,6 +103,7 @@ class OpenAISampler:
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model_name,
@@ -119,6 +120,8 @@ class OpenAISampler:
             body["stop"] = list(params.stop)
         if tools:
             body["tools"] = [dict(t) for t in tools]
+            if tool_choice:
+                body["tool_choice"] = tool_choice
         return body
 
     async def complete(
@@ -126,8 +129,11 @@ class OpenAISampler:
         messages: Sequence[Message],
         params: SamplingParams,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
     ) -> Completion:
-        return (await self._request(self.body(messages, params, tools)))[0]
+        """`tool_choice="none"`: the tools go into the chat template, the calls come back
+        as raw text (no server-side tool parser needed, e.g. plain `vllm serve`)."""
+        return (await self._request(self.body(messages, params, tools, tool_choice)))[0]
 
     def chat_tokenizer(self) -> Any:
         """The template and tokenizer continuation renders with: `--tokenizer`, else the
@@ -144,9 +150,7 @@ class OpenAISampler:
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
             "seed": params.seed,
-            "return_token_ids": True,
-            "skip_special_tokens": False,
-            "include_stop_str_in_output": True,
+            "return_token_ids": True,  # the sampled ids, the end-of-sequence id included
             **{k: v for k, v in self.extra_body.items() if k != "chat_template_kwargs"},
         }
         if params.top_k > 0:

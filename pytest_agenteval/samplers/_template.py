@@ -173,7 +173,10 @@ def tokenizer_from_file(path: str | Path) -> ChatTokenizer:
         raise ValueError(
             "--tokenizer needs the `tokenizers` package: pip install 'pytest-agenteval[tokenizer]'"
         ) from None
-    tokenizer = Tokenizer.from_file(str(file))
+    try:
+        tokenizer = Tokenizer.from_file(str(file))
+    except Exception as exc:  # the tokenizers package raises a bare Exception
+        raise ValueError(f"--tokenizer {path}: {file} is not a tokenizer.json ({exc})") from None
     config: dict[str, Any] = {}
     if (folder / "tokenizer_config.json").is_file():
         config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))

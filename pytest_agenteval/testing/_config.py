@@ -27,7 +27,9 @@ class ServerConfig:
     strict_model: bool = False  # True: unknown model names get a 404 model_not_found
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
     support_n: bool = True  # False: always one choice, whatever ``n`` says
-    tokenize: str = "none"  # "vllm": /tokenize, "llama": /extras/tokenize (1 token a character)
+    # "vllm": /tokenize (messages or text), "llama": /extras/tokenize, "llama-server":
+    # /tokenize of {"content"} (llama.cpp's C++ server); one token a character
+    tokenize: str = "none"
     # None: accept any ``response_format``; else a 400 for a type not listed (as servers
     # without structured output answer), e.g. ("json_object",) or () for none at all
     response_formats: tuple[str, ...] | None = None

@@ -47,12 +47,20 @@ def add_tokenize_routes(app: web.Application, flavour: str, counter: dict[str, i
         body = await request.json()
         return web.json_response({"tokens": char_tokens(str(body.get("input", "")))})
 
+    async def llama_server(request: web.Request) -> web.Response:
+        # llama.cpp's C++ server: text under "content"; any other body gives no tokens
+        counter["tokenize"] = counter.get("tokenize", 0) + 1
+        body = await request.json()
+        return web.json_response({"tokens": char_tokens(str(body.get("content", "")))})
+
     if flavour == "vllm":
         app.router.add_post("/tokenize", vllm)
     elif flavour == "llama":
         app.router.add_post("/extras/tokenize", llama)
+    elif flavour == "llama-server":
+        app.router.add_post("/tokenize", llama_server)
     elif flavour != "none":
-        raise ValueError(f"tokenize must be 'none', 'vllm' or 'llama', got {flavour!r}")
+        raise ValueError(f"tokenize must be 'none', 'vllm', 'llama' or 'llama-server', got {flavour!r}")
 
 
 def decode_chars(ids: list[int]) -> str:

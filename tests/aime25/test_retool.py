@@ -115,14 +115,24 @@ def test_call_and_turn_budgets_stop_the_trajectory(
 def test_an_observation_that_does_not_fit_is_shrunk_not_dropped(run_suite) -> None:
     # each output is ~300 tokens (estimated): the third no longer fits whole
     with OpenAITestServer(ServerConfig(script=ScriptedToolModel(_always_call(output_chars=1200)))) as server:
+        _, out = run_suite(f"--endpoint={server.url}", *RETOOL, "--max-trajectory-tokens=1100")
+    generation = _generation(out)
+    tools = [e for e in generation["transcript"] if e["role"] == "tool"]
+    turns = [e for e in generation["transcript"] if e["role"] == "assistant"]
+    shrunk = tools[-1]
+    assert shrunk["shown"] and shrunk["truncated"] and shrunk["output"].startswith("[... truncated ...]\n")
+    assert generation["code_calls"] == len(tools) == 3 and all(t["shown"] for t in tools)
+    # the last turn had only the room left: cut off mid-call, which the lab's parser calls invalid
+    assert (turns[-1]["finish_reason"], generation["stop_reason"]) == ("length", "invalid_protocol")
+
+
+def test_an_observation_that_never_fits_ends_the_trajectory(run_suite) -> None:
+    with OpenAITestServer(ServerConfig(script=ScriptedToolModel(_always_call(output_chars=1200)))) as server:
         _, out = run_suite(f"--endpoint={server.url}", *RETOOL, "--max-trajectory-tokens=1000")
     generation = _generation(out)
     tools = [e for e in generation["transcript"] if e["role"] == "tool"]
-    assert generation["stop_reason"] == "token_budget" and len(tools) >= 3
-    shrunk, last = tools[2], tools[-1]
-    assert shrunk["shown"] and shrunk["truncated"] and shrunk["output"].startswith("[... truncated ...]\n")
-    assert not last["shown"] and generation["code_calls"] == sum(t["shown"] for t in tools) == 3
-    assert generation["text"].startswith("<tool_call>")  # the call whose output did not fit
+    assert generation["stop_reason"] == "token_budget" and [t["shown"] for t in tools] == [True, True, False]
+    assert generation["code_calls"] == 2 and generation["text"].startswith("<tool_call>")  # the unshown call
 
 
 def test_trailing_text_after_a_call_is_invalid(run_suite) -> None:
@@ -160,6 +170,11 @@ def test_a_call_after_a_boxed_answer_still_runs(run_suite) -> None:
     [
         ("vllm", 100, "the server's /tokenize (its chat template and tokenizer)"),
         ("llama", 100, "the server's /extras/tokenize (text; chat framing from server usage)"),
+        (
+            "llama-server",
+            100,
+            "the server's /tokenize of text (llama-server; chat framing from server usage)",
+        ),
         ("none", 400, "ESTIMATE: 4 characters a token (the server has no tokenize route; pass --tokenizer)"),
     ],
 )

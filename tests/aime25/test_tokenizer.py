@@ -116,3 +116,46 @@ def test_a_bad_tokenizer_stops_the_run_at_start_up(run_suite, tmp_path: Path) ->
     result, _ = run_suite("--endpoint=http://127.0.0.1:9/v1", f"--tokenizer={tmp_path / 'none'}")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--tokenizer *none: no tokenizer.json there; give the file or its folder*"])
+
+
+QWEN_LIKE = (
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}"
+    "{{- messages[0]['content'] }}{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}"
+    '{{- "\\n\\n# Tools\\n\\n<tools>" }}{%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}'
+    '{{- "\\n</tools><|im_end|>\\n" }}{%- endif %}'
+    "{%- for message in messages %}{%- if message.role == 'system' and loop.first and tools %}{%- continue %}"
+    "{%- endif %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}{%- endif %}"
+)
+
+
+def test_a_tools_template_renders_as_transformers_does() -> None:
+    # transformers' own tojson: keys in the schema's order, nothing HTML-escaped; loop
+    # controls on; thinking off
+    from pytest_agenteval.aime25 import CODE_TOOL, SYSTEM_PROMPT
+    from pytest_agenteval.aime25._protocol import initial_messages
+    from pytest_agenteval.samplers._template import render_chat_template
+
+    text = render_chat_template(QWEN_LIKE, initial_messages("Q"), tools=[CODE_TOOL])
+    assert text == (
+        f"<|im_start|>system\n{SYSTEM_PROMPT}\n\n# Tools\n\n<tools>\n"
+        f"{json.dumps(CODE_TOOL, ensure_ascii=False)}"
+        "\n</tools><|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
+
+
+def test_a_broken_tokenizer_file_is_one_line(char_tokenizer: Path) -> None:
+    (char_tokenizer / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not a tokenizer.json") as error:
+        tokenizer_from_file(char_tokenizer)
+    assert "\n" not in str(error.value)
+
+
+def test_token_continuation_needs_a_tokenize_route_at_start_up(run_suite) -> None:
+    with OpenAITestServer(ServerConfig(tokenize="llama")) as server:
+        result, _ = run_suite(f"--endpoint={server.url}", "--mode=retool", "--continuation=tokens")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--continuation tokens: * has no /tokenize that renders messages*"])
