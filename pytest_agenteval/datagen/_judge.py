@@ -244,8 +244,10 @@ class _JudgeSampler(OpenAISampler):
         self._slots = self._shared_slots
         return session
 
-    def body(self, messages: Any, params: SamplingParams, tools: Any = None) -> dict[str, Any]:
-        body = super().body(messages, params, tools)
+    def body(
+        self, messages: Any, params: SamplingParams, tools: Any = None, tool_choice: str | None = None
+    ) -> dict[str, Any]:
+        body = super().body(messages, params, tools, tool_choice)
         nonce = _CALL_NONCE.get()
         if nonce and "response_format" in body:
             body["response_format"] = pin_nonce(body["response_format"], nonce)

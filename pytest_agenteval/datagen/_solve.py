@@ -50,7 +50,8 @@ async def solve_item(ctx: RolloutContext, item: GeneratedProblem, samples: int) 
         "correct": sum(s.correct for s in scores) if stated is not None else 0,
         "formatted": sum(s.formatted for s in scores),
         "majority": majority,
-        "majority_agrees": stated is not None and majority == stated,
+        # answers are the lab's normalised integer strings
+        "majority_agrees": stated is not None and majority == str(stated),
         "prompt_tokens": sum(c.prompt_tokens for c in completions if not isinstance(c, Exception)),
         "completion_tokens": sum(c.completion_tokens for c in completions if not isinstance(c, Exception)),
     }

@@ -240,7 +240,7 @@ def test_the_run_model_judges_and_solves_when_no_judge_is_given(datagen: pytest.
     solve = summary["checks"]["solve"]
     assert (solve["items"], solve["answer_agreement_rate"], solve["solve_rate"]) == (3, 1 / 3, 2 / 6)
     first = problems[0]["generations"][0]["checks"]["solve"]
-    assert (first["answers"], first["majority_agrees"]) == ([42, 42], True)
+    assert (first["answers"], first["majority_agrees"]) == (["42", "42"], True)
 
 
 def test_the_summary_includes_human_approval_when_verifications_exist(datagen: pytest.Pytester) -> None:
