@@ -16,6 +16,7 @@ from typing import Any
 
 from ..markers import BFCL_CATEGORIES as CATEGORIES
 from ..markers import BFCL_GROUP as _GROUP_MARKER
+from ..markers import BFCL_MULTI_TURN_CATEGORIES as MULTI_TURN_CATEGORIES
 
 VERSION_PREFIX = "BFCL_v4"
 
@@ -56,7 +57,10 @@ def category_language(category: str) -> str:
 
 
 def category_markers(category: str) -> tuple[str, ...]:
-    """pytest marker names for one category: itself, its group, live/non_live, language."""
+    """pytest marker names for one category: itself, its group, live/non_live, language
+    (multi-turn: itself and ``multi_turn``)."""
+    if category in MULTI_TURN_CATEGORIES:
+        return (category, "multi_turn")
     _require_known([category])
     markers = [
         category,
