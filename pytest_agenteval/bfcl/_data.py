@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..markers import BFCL_ALL_CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported
 from ..markers import BFCL_CATEGORIES as CATEGORIES
 from ..markers import BFCL_GROUP as _GROUP_MARKER
 from ..markers import BFCL_MULTI_TURN_CATEGORIES as MULTI_TURN_CATEGORIES

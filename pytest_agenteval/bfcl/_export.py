@@ -2,11 +2,13 @@
 
 Layout of bfcl-eval 2026.3.23 (``BaseHandler.write``)::
 
-    <root>/<model name, "/" -> "_">/<non_live|live>/BFCL_v4_<category>_result.json
+    <root>/<model name, "/" -> "_">/<non_live|live|multi_turn>/BFCL_v4_<category>_result.json
 
 one ``{"id": ..., "result": ...}`` JSON object per line, sorted by entry index.
 ``result`` is the raw model text for prompting models, or the list of
-``{tool name: arguments JSON string}`` for function-calling models. Re-score
+``{tool name: arguments JSON string}`` for function-calling models; for a
+multi-turn entry it is the list of turns, each the list of the steps' results.
+Re-score
 with ``bfcl evaluate --model <model name> --test-category <categories>
 --result-dir <absolute root>`` (add ``--partial-eval`` when only some ids ran);
 ``<model name>`` must be registered in bfcl-eval with a handler of the same
@@ -21,12 +23,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.bfcl._data import CATEGORIES, VERSION_PREFIX
+from pytest_agenteval.bfcl._data import ALL_CATEGORIES, MULTI_TURN_CATEGORIES, VERSION_PREFIX
 
 
 def result_path(root: str | Path, model_name: str, category: str) -> Path:
     """Where the official runner looks for ``category``'s results of ``model_name``."""
-    group = "live" if category.startswith("live") else "non_live"
+    if category in MULTI_TURN_CATEGORIES:
+        group = "multi_turn"
+    else:
+        group = "live" if category.startswith("live") else "non_live"
     file_name = f"{VERSION_PREFIX}_{category}_result.json"
     return Path(root) / model_name.replace("/", "_") / group / file_name
 
@@ -37,11 +42,11 @@ def export_official_results(
     """Write one result file per category present in ``items`` (id, category, raw result).
 
     Existing files for those categories are replaced. Returns the paths written,
-    in ``CATEGORIES`` order.
+    in ``ALL_CATEGORIES`` order.
     """
     by_category: dict[str, dict[str, Any]] = {}
     for entry_id, category, result in items:
-        if category not in CATEGORIES:
+        if category not in ALL_CATEGORIES:
             raise ValueError(f"unknown BFCL category {category!r} for {entry_id}")
         # The official runner reads the category back from the id.
         if entry_id.rsplit("_", 1)[0] != category:
@@ -51,7 +56,7 @@ def export_official_results(
             raise ValueError(f"duplicate result for {entry_id}")
         results[entry_id] = result
     written = []
-    for category in CATEGORIES:
+    for category in ALL_CATEGORIES:
         if category in by_category:
             path = result_path(root, model_name, category)
             _write_lines(path, sorted(by_category[category].items(), key=_index_key))

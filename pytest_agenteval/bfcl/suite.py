@@ -10,9 +10,22 @@ from typing import Any
 from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
 from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
-from ._data import CATEGORIES, BfclDataError, BfclEntry, category_markers, load_bfcl
+from ._data import (
+    ALL_CATEGORIES,
+    CATEGORIES,
+    MULTI_TURN_CATEGORIES,
+    BfclDataError,
+    BfclEntry,
+    category_markers,
+    find_data_dir,
+    load_bfcl,
+)
 from ._export import export_official_results
 from ._metrics import BfclItemResult, summarize_bfcl
+from ._mt_data import MultiTurnEntry, load_multi_turn
+from ._mt_env import missing_requirements
+from ._mt_rollout import play_multi_turn, stored_result
+from ._mt_score import score_multi_turn
 from ._progressive import next_stage, progressive_stages
 from ._prompt import native_messages, native_tools, prompt_messages
 from ._score import BfclScore, score_text, score_tool_calls
@@ -29,6 +42,9 @@ SCORE_FIELDS = (
     "params_total",
     "params_correct",
     "decoded",
+    "error_message",
+    "failed_turn",
+    "turn_checks",
 )
 
 
@@ -39,10 +55,10 @@ def parse_weights(text: str | None) -> dict[str, float] | None:
     weights = {}
     for part in text.split(","):
         name, _, value = part.partition("=")
-        if name.strip() not in CATEGORIES:
+        if name.strip() not in ALL_CATEGORIES:
             raise ValueError(
                 f"--bfcl-weights: unknown category {name.strip()!r}; use the categories "
-                f"({', '.join(CATEGORIES)}), not groups"
+                f"({', '.join(ALL_CATEGORIES)}), not groups"
             )
         try:
             weights[name.strip()] = float(value)
@@ -59,7 +75,10 @@ class Bfcl(Suite):
 
     def load(self, settings: Settings) -> list[Problem]:
         try:
-            entries = load_bfcl(CATEGORIES, settings.bfcl_data_dir)
+            entries: list[BfclEntry | MultiTurnEntry] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
+            root = find_data_dir(settings.bfcl_data_dir)
+            for category in MULTI_TURN_CATEGORIES:
+                entries.extend(load_multi_turn(root, category))
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [
@@ -93,6 +112,8 @@ class Bfcl(Suite):
     async def rollout(self, ctx: RolloutContext) -> Rollout:
         entry: BfclEntry = ctx.problem.payload
         native = ctx.settings.bfcl_style == "native"
+        if isinstance(entry, MultiTurnEntry):
+            return await play_multi_turn(entry, ctx.sampler, ctx.params(), native)
         messages = native_messages(entry) if native else prompt_messages(entry)
         tools = native_tools(entry.functions, entry.language) if native else None
         completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
@@ -101,6 +122,9 @@ class Bfcl(Suite):
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         entry: BfclEntry = problem.payload
+        if isinstance(entry, MultiTurnEntry):
+            turns = rollout.extra.get("mt_turns") or []
+            return score_multi_turn(entry, turns, settings.bfcl_style == "native")
         if settings.bfcl_style == "native":
             calls = rollout.extra.get("tool_calls") or None
             scored = score_tool_calls(entry, calls, rollout.text)
@@ -110,6 +134,9 @@ class Bfcl(Suite):
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         entry: BfclEntry = problem.payload
+        if isinstance(entry, MultiTurnEntry):  # every turn and the held-out docs, too
+            later = [entry.question[1:], sorted(entry.missed_functions.items())]
+            return content_hash([prompt_messages(entry), later, settings.bfcl_style])
         return content_hash([prompt_messages(entry), settings.bfcl_style])
 
     def problem_extra(self, problem: Problem) -> dict[str, Any]:
@@ -121,6 +148,10 @@ class Bfcl(Suite):
     def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
         """Progressive mode: an item of a later stage runs only if its category's accuracy
         at the end of the previous stage reached the threshold."""
+        if isinstance(problem.payload, MultiTurnEntry):
+            missing = missing_requirements()
+            if missing:
+                return f"BFCL multi-turn needs bfcl-eval's environments: pip install {' '.join(missing)}"
         threshold = settings.bfcl_progressive
         if threshold is None:
             return "run"
@@ -239,7 +270,9 @@ def _item_result(record: ProblemRecord, generation: Mapping[str, Any]) -> BfclIt
 
 def _official_result(generation: Mapping[str, Any], settings: Settings) -> Any:
     """What bfcl-eval stores per entry: the raw text for prompting models, the list of
-    {name: arguments-json} for function-calling ones."""
+    {name: arguments-json} for function-calling ones; per turn and step for multi-turn."""
+    if "mt_turns" in generation:
+        return stored_result(generation["mt_turns"])
     if settings.bfcl_style == "native":
         return [{c["name"]: c["arguments"]} for c in generation.get("tool_calls") or []]
     return generation["text"]
@@ -261,6 +294,6 @@ def _stage_order(problems: list[Problem], ranks: Mapping[str, int]) -> list[Prob
     def key(problem: Problem) -> tuple[int, int, int]:
         rank = ranks[problem.node_id]
         stage = next(i for i, end in enumerate(progressive_stages(10**9)) if rank < end)
-        return stage, CATEGORIES.index(problem.payload.category), rank
+        return stage, ALL_CATEGORIES.index(problem.payload.category), rank
 
     return sorted(problems, key=key)
