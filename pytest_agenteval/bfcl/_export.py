@@ -24,12 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.bfcl._data import ALL_CATEGORIES, MULTI_TURN_CATEGORIES, VERSION_PREFIX
+from pytest_agenteval.markers import BFCL_AGENTIC_CATEGORIES
 
 
 def result_path(root: str | Path, model_name: str, category: str) -> Path:
     """Where the official runner looks for ``category``'s results of ``model_name``."""
     if category in MULTI_TURN_CATEGORIES:
         group = "multi_turn"
+    elif category.startswith("memory_"):
+        group = f"agentic/memory/{category.removeprefix('memory_')}"
+    elif category in BFCL_AGENTIC_CATEGORIES:
+        group = "agentic"
     else:
         group = "live" if category.startswith("live") else "non_live"
     file_name = f"{VERSION_PREFIX}_{category}_result.json"

@@ -16,6 +16,8 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,21 +43,39 @@ STATELESS_CLASSES = frozenset({"MathAPI"})
 # The official guard: these method names are refused before anything runs.
 FORBIDDEN = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
 _REQUIREMENTS = {"bfcl_eval": "bfcl-eval (--no-deps)", "mpmath": "mpmath"}
+# What importing each backend needs beyond that (bfcl-eval is installed without its deps).
+_MEMORY = {"overrides": "overrides", "filelock": "filelock"}
+CLASS_REQUIREMENTS: dict[str, dict[str, str]] = {
+    "MemoryAPI_kv": {**_MEMORY, "rank_bm25": "rank-bm25"},
+    "MemoryAPI_rec_sum": _MEMORY,
+    "MemoryAPI_vector": {**_MEMORY, "sentence_transformers": "sentence-transformers", "faiss": "faiss-cpu"},
+    "WebSearchAPI": {
+        "requests": "requests",
+        "bs4": "beautifulsoup4",
+        "html2text": "html2text",
+        "serpapi": "google-search-results",
+    },
+}
 
 
 class EnvironmentUnavailable(Exception):
     """bfcl-eval's environment classes cannot be imported; the message names the fix."""
 
 
-def missing_requirements() -> list[str]:
-    """pip requirements the multi-turn environments still need."""
-    return [req for module, req in _REQUIREMENTS.items() if importlib.util.find_spec(module) is None]
+def missing_requirements(class_name: str | None = None) -> list[str]:
+    """pip requirements the multi-turn environments (or ``class_name``) still need."""
+    needed = {**_REQUIREMENTS, **CLASS_REQUIREMENTS.get(class_name or "", {})}
+    return [req for module, req in needed.items() if importlib.util.find_spec(module) is None]
 
 
 def environment_class(class_name: str) -> type:
     module = CLASS_MODULES.get(class_name)
     if module is None:
         raise EnvironmentUnavailable(f"unknown BFCL environment class {class_name!r}")
+    if "BFCL_PROJECT_ROOT" not in os.environ:
+        # The memory classes import bfcl-eval's config, which creates result folders under
+        # this root at import (by default inside site-packages): point it at a scratch folder.
+        os.environ["BFCL_PROJECT_ROOT"] = tempfile.mkdtemp(prefix="agenteval-bfcl-")
     try:
         return getattr(importlib.import_module(f"{_MODULES}.{module}"), class_name)
     except ImportError as exc:
@@ -63,6 +83,17 @@ def environment_class(class_name: str) -> type:
             f"BFCL multi-turn needs bfcl-eval's environment {class_name} ({exc}): "
             "pip install --no-deps bfcl-eval, and mpmath"
         ) from None
+
+
+def use_search_backend(url: str) -> None:
+    """Send bfcl-eval's web search tool to ``url``: its SerpAPI client with another base URL
+    (``https://serpapi.com`` is the official one). The tool itself, its parameters and
+    its shaping of the results stay the official ones."""
+    module = importlib.import_module(f"{_MODULES}.web_search")
+    backend = url.rstrip("/")
+    if getattr(module.GoogleSearch, "BACKEND", None) != backend:
+        client = importlib.import_module("serpapi").GoogleSearch
+        module.GoogleSearch = type("ConfiguredSearch", (client,), {"BACKEND": backend})
 
 
 class CallError(Exception):

@@ -48,10 +48,16 @@ class _Play:
 
 
 async def play_multi_turn(
-    entry: MultiTurnEntry, sampler: Sampler, params: SamplingParams, native: bool
+    entry: MultiTurnEntry,
+    sampler: Sampler,
+    params: SamplingParams,
+    native: bool,
+    env: Environment | None = None,
 ) -> Rollout:
-    """Run every turn of ``entry`` against ``sampler``; the record holds each step."""
-    env = Environment(entry.involved_classes, entry.initial_config, entry.long_context)
+    """Run every turn of ``entry`` against ``sampler``; the record holds each step.
+    ``env``: instances prepared by the caller (memory), else fresh ones for ``entry``."""
+    if env is None:
+        env = Environment(entry.involved_classes, entry.initial_config, entry.long_context)
     if native:
         play = _Play(entry, True, env, [], native_tools(entry.functions, "python"))
     else:

@@ -10,22 +10,23 @@ from typing import Any
 from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
 from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
+from ._agentic_data import AgenticEntry
 from ._data import (
     ALL_CATEGORIES,
     CATEGORIES,
-    MULTI_TURN_CATEGORIES,
     BfclDataError,
     BfclEntry,
     category_markers,
     find_data_dir,
     load_bfcl,
 )
+from ._executable import load_executable, skip_reason
+from ._executable import play as play_executable
+from ._executable import score as score_executable
 from ._export import export_official_results
 from ._metrics import BfclItemResult, summarize_bfcl
-from ._mt_data import MultiTurnEntry, load_multi_turn
-from ._mt_env import missing_requirements
-from ._mt_rollout import play_multi_turn, stored_result
-from ._mt_score import score_multi_turn
+from ._mt_data import MultiTurnEntry
+from ._mt_rollout import stored_result
 from ._progressive import next_stage, progressive_stages
 from ._prompt import native_messages, native_tools, prompt_messages
 from ._score import BfclScore, score_text, score_tool_calls
@@ -45,7 +46,9 @@ SCORE_FIELDS = (
     "error_message",
     "failed_turn",
     "turn_checks",
+    "final_answer",
 )
+EXECUTABLE = (MultiTurnEntry, AgenticEntry)  # played step by step in bfcl-eval's environments
 
 
 def parse_weights(text: str | None) -> dict[str, float] | None:
@@ -75,10 +78,8 @@ class Bfcl(Suite):
 
     def load(self, settings: Settings) -> list[Problem]:
         try:
-            entries: list[BfclEntry | MultiTurnEntry] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
-            root = find_data_dir(settings.bfcl_data_dir)
-            for category in MULTI_TURN_CATEGORIES:
-                entries.extend(load_multi_turn(root, category))
+            entries: list[Any] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
+            entries.extend(load_executable(find_data_dir(settings.bfcl_data_dir)))
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [
@@ -112,8 +113,8 @@ class Bfcl(Suite):
     async def rollout(self, ctx: RolloutContext) -> Rollout:
         entry: BfclEntry = ctx.problem.payload
         native = ctx.settings.bfcl_style == "native"
-        if isinstance(entry, MultiTurnEntry):
-            return await play_multi_turn(entry, ctx.sampler, ctx.params(), native)
+        if isinstance(entry, EXECUTABLE):
+            return await play_executable(entry, ctx, native)
         messages = native_messages(entry) if native else prompt_messages(entry)
         tools = native_tools(entry.functions, entry.language) if native else None
         completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
@@ -122,9 +123,8 @@ class Bfcl(Suite):
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         entry: BfclEntry = problem.payload
-        if isinstance(entry, MultiTurnEntry):
-            turns = rollout.extra.get("mt_turns") or []
-            return score_multi_turn(entry, turns, settings.bfcl_style == "native")
+        if isinstance(entry, EXECUTABLE):
+            return score_executable(entry, rollout, settings.bfcl_style == "native")
         if settings.bfcl_style == "native":
             calls = rollout.extra.get("tool_calls") or None
             scored = score_tool_calls(entry, calls, rollout.text)
@@ -134,8 +134,8 @@ class Bfcl(Suite):
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         entry: BfclEntry = problem.payload
-        if isinstance(entry, MultiTurnEntry):  # every turn and the held-out docs, too
-            later = [entry.question[1:], sorted(entry.missed_functions.items())]
+        if isinstance(entry, EXECUTABLE):  # every turn and the held-out docs, too
+            later = [entry.question[1:], sorted(getattr(entry, "missed_functions", {}).items())]
             return content_hash([prompt_messages(entry), later, settings.bfcl_style])
         return content_hash([prompt_messages(entry), settings.bfcl_style])
 
@@ -148,10 +148,10 @@ class Bfcl(Suite):
     def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
         """Progressive mode: an item of a later stage runs only if its category's accuracy
         at the end of the previous stage reached the threshold."""
-        if isinstance(problem.payload, MultiTurnEntry):
-            missing = missing_requirements()
-            if missing:
-                return f"BFCL multi-turn needs bfcl-eval's environments: pip install {' '.join(missing)}"
+        if isinstance(problem.payload, EXECUTABLE):
+            reason = skip_reason(problem.payload, settings)
+            if reason:
+                return reason
         threshold = settings.bfcl_progressive
         if threshold is None:
             return "run"
