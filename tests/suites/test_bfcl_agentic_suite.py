@@ -3,6 +3,8 @@ local search server, bfcl-eval's own memory backends and web search tool (real s
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from pytest_agenteval.bfcl._agentic_data import load_agentic
@@ -51,7 +53,16 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
     root = find_data_dir()
     entries = [e for c in ("memory_kv", "memory_rec_sum") for e in load_agentic(root, c)[:3]]
     with OpenAITestServer(ServerConfig(script=MemoryModel(entries))) as server:
-        result = run(bfcl, f"--endpoint={server.url}", "-m", "memory", "--limit-per-category=3", "-n", "2")
+        result = run(
+            bfcl,
+            f"--endpoint={server.url}",
+            "-m",
+            "memory",
+            "--limit-per-category=3",
+            "-n",
+            "2",
+            "--bfcl-export-dir=export",
+        )
     result.assert_outcomes(passed=6, skipped=3)  # memory_vector: no embedding model
     result.stdout.fnmatch_lines(["*memory_vector needs sentence-transformers*"])
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
@@ -63,6 +74,20 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
     assert summary["groups"]["memory"] == 1.0 and summary["groups"]["agentic"] == 1.0
     # the leaderboard's: memory = mean(kv 1, vector 0 (absent), rec_sum 1), agentic = mean(0, memory)
     assert summary["overall_official"] == pytest.approx(40 * ((2 / 3) / 2) / 100)
+    _official_agrees(bfcl.path / "export", summary, ["memory_kv", "memory_rec_sum"])
+
+
+def _official_agrees(export, summary, categories) -> None:
+    """bfcl-eval's own evaluation of the exported files gives our counts."""
+    from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
+
+    if any(importlib.util.find_spec(module) is None for module in REQUIREMENTS):
+        return
+    official = official_scores(export, "mock-model", categories)
+    assert {c: s["correct_count"] for c, s in official["categories"].items()} == {
+        c: summary["per_category"][c]["correct"] for c in categories
+    }
+    assert official["overall"] == pytest.approx(summary["overall_official"], abs=5e-5)
 
 
 @_needs("MemoryAPI_rec_sum")
@@ -90,6 +115,7 @@ def test_web_search_runs_the_official_tool_against_a_local_search_server(bfcl) -
             "-m",
             "web_search",
             "--limit-per-category=2",
+            "--bfcl-export-dir=export",
         )
     result.assert_outcomes(passed=2, failed=2)  # the second question has no page
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
@@ -101,6 +127,7 @@ def test_web_search_runs_the_official_tool_against_a_local_search_server(bfcl) -
     assert "'body': 'Our research shows" in base and "'body'" not in no_snippet
     assert [x["kind"] for x in search.log].count("search") == 4
     assert summary["groups"]["web_search"] == 0.5
+    _official_agrees(bfcl.path / "export", summary, ["web_search_base", "web_search_no_snippet"])
 
 
 def test_web_search_without_a_backend_skips_with_one_line(bfcl, monkeypatch) -> None:

@@ -108,3 +108,23 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
     assert {p["problem_id"]: p["generations"][0]["valid"] for p in replayed} == {
         e.id: e.id != WRONG for e in selected
     }
+
+
+@pytest.mark.parametrize("style", ["prompting", "native"])
+def test_the_official_evaluation_of_the_export_gives_our_scores(
+    bfcl: pytest.Pytester, selected, style
+) -> None:
+    from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
+
+    for module in REQUIREMENTS:
+        pytest.importorskip(module)
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+        run(bfcl, server.url, f"--bfcl-style={style}", "--bfcl-export-dir=export")
+    _, (summary,) = read_results(bfcl.path / "r.jsonl")
+    official = official_scores(
+        bfcl.path / "export", "mock-model", list(MULTI_TURN_CATEGORIES), style == "native"
+    )
+    ours = {c: row["correct"] for c, row in summary["per_category"].items()}
+    assert {c: s["correct_count"] for c, s in official["categories"].items()} == ours
+    assert ours == {c: 2 for c in MULTI_TURN_CATEGORIES} | {"multi_turn_miss_param": 1}
+    assert official["overall"] == pytest.approx(summary["overall_official"], abs=5e-5)  # the CSV rounds
