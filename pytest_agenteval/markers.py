@@ -31,7 +31,9 @@ BFCL_MULTI_TURN_CATEGORIES: tuple[str, ...] = (
 BFCL_MEMORY_CATEGORIES: tuple[str, ...] = ("memory_kv", "memory_vector", "memory_rec_sum")
 BFCL_WEB_SEARCH_CATEGORIES: tuple[str, ...] = ("web_search_base", "web_search_no_snippet")
 BFCL_AGENTIC_CATEGORIES: tuple[str, ...] = BFCL_WEB_SEARCH_CATEGORIES + BFCL_MEMORY_CATEGORIES
-BFCL_ALL_CATEGORIES: tuple[str, ...] = BFCL_CATEGORIES + BFCL_MULTI_TURN_CATEGORIES + BFCL_AGENTIC_CATEGORIES
+BFCL_ALL_CATEGORIES: tuple[str, ...] = (
+    BFCL_CATEGORIES + BFCL_MULTI_TURN_CATEGORIES + BFCL_AGENTIC_CATEGORIES + ("format_sensitivity",)
+)
 
 MARKERS: dict[str, str] = {
     "aime25": "AIME 2025 problems",

@@ -68,6 +68,8 @@ def category_markers(category: str) -> tuple[str, ...]:
         return (category, "memory", "agentic")
     if category in BFCL_WEB_SEARCH_CATEGORIES:
         return (category, "web_search", "agentic")
+    if category == "format_sensitivity":
+        return (category,)
     _require_known([category])
     markers = [
         category,

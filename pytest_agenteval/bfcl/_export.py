@@ -35,6 +35,8 @@ def result_path(root: str | Path, model_name: str, category: str) -> Path:
         group = f"agentic/memory/{category.removeprefix('memory_')}"
     elif category in BFCL_AGENTIC_CATEGORIES:
         group = "agentic"
+    elif category == "format_sensitivity":
+        group = "format_sensitivity"
     else:
         group = "live" if category.startswith("live") else "non_live"
     file_name = f"{VERSION_PREFIX}_{category}_result.json"
@@ -54,7 +56,7 @@ def export_official_results(
         if category not in ALL_CATEGORIES:
             raise ValueError(f"unknown BFCL category {category!r} for {entry_id}")
         # The official runner reads the category back from the id.
-        if entry_id.rsplit("_", 1)[0] != category:
+        if _base_id(entry_id).rsplit("_", 1)[0] != category:
             raise ValueError(f"id {entry_id!r} does not belong to category {category!r}")
         results = by_category.setdefault(category, {})
         if entry_id in results:
@@ -71,7 +73,12 @@ def export_official_results(
 
 def _index_key(item: tuple[str, Any]) -> int:
     # `live_simple_19-3-15` sorts by 19, `simple_python_7` by 7, as officially.
-    return int(item[0].rsplit("_", 1)[1].split("-")[0])
+    return int(_base_id(item[0]).rsplit("_", 1)[1].split("-")[0])
+
+
+def _base_id(entry_id: str) -> str:
+    # Format sensitivity ids are `format_sensitivity_<n>:<config>:<entry id>`.
+    return entry_id.split(":")[0]
 
 
 def _write_lines(path: Path, entries: list[tuple[str, Any]]) -> None:

@@ -24,6 +24,7 @@ from ._executable import load_executable, skip_reason
 from ._executable import play as play_executable
 from ._executable import score as score_executable
 from ._export import export_official_results
+from ._format_sensitivity import FormatEntry, format_messages, load_format_sensitivity, score_format, spread
 from ._metrics import BfclItemResult, summarize_bfcl
 from ._mt_data import MultiTurnEntry
 from ._mt_rollout import stored_result
@@ -79,7 +80,9 @@ class Bfcl(Suite):
     def load(self, settings: Settings) -> list[Problem]:
         try:
             entries: list[Any] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
-            entries.extend(load_executable(find_data_dir(settings.bfcl_data_dir)))
+            root = find_data_dir(settings.bfcl_data_dir)
+            entries.extend(load_executable(root))
+            entries.extend(load_format_sensitivity(root))
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [
@@ -115,6 +118,9 @@ class Bfcl(Suite):
         native = ctx.settings.bfcl_style == "native"
         if isinstance(entry, EXECUTABLE):
             return await play_executable(entry, ctx, native)
+        if isinstance(entry, FormatEntry):
+            completion = await ctx.sampler.complete(format_messages(entry), ctx.params())
+            return single_turn_rollout(completion)
         messages = native_messages(entry) if native else prompt_messages(entry)
         tools = native_tools(entry.functions, entry.language) if native else None
         completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
@@ -125,6 +131,8 @@ class Bfcl(Suite):
         entry: BfclEntry = problem.payload
         if isinstance(entry, EXECUTABLE):
             return score_executable(entry, rollout, settings.bfcl_style == "native")
+        if isinstance(entry, FormatEntry):
+            return score_format(entry, rollout.text)
         if settings.bfcl_style == "native":
             calls = rollout.extra.get("tool_calls") or None
             scored = score_tool_calls(entry, calls, rollout.text)
@@ -134,6 +142,8 @@ class Bfcl(Suite):
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         entry: BfclEntry = problem.payload
+        if isinstance(entry, FormatEntry):
+            return content_hash([format_messages(entry), settings.bfcl_style])
         if isinstance(entry, EXECUTABLE):  # every turn and the held-out docs, too
             later = [entry.question[1:], sorted(getattr(entry, "missed_functions", {}).items())]
             return content_hash([prompt_messages(entry), later, settings.bfcl_style])
@@ -152,6 +162,8 @@ class Bfcl(Suite):
             reason = skip_reason(problem.payload, settings)
             if reason:
                 return reason
+        if isinstance(problem.payload, FormatEntry) and settings.bfcl_style == "native":
+            return "format sensitivity varies the prompting format: run it with --bfcl-style prompting"
         threshold = settings.bfcl_progressive
         if threshold is None:
             return "run"
@@ -184,6 +196,14 @@ class Bfcl(Suite):
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         results = [_item_result(r, g.to_dict()) for r in records for g in r.generations]
         summary = summarize_bfcl(results, parse_weights(settings.bfcl_weights))
+        formats = [
+            (str(r.problem_id).split(":")[1], bool(g.score.correct))
+            for r in records
+            if r.extra.get("category") == "format_sensitivity"
+            for g in r.generations
+        ]
+        if formats:
+            summary["format_sensitivity"] = spread(formats)
         return {"problems": len(records), "generations": len(results), **summary}
 
     def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:

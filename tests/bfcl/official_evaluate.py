@@ -106,7 +106,8 @@ def main(argv: list[str]) -> None:
     for path in (score_dir / model).rglob("BFCL_v4_*_score.json"):
         header = json.loads(path.read_text().splitlines()[0])
         category = path.name.removeprefix("BFCL_v4_").removesuffix("_score.json")
-        scores[category] = {k: header[k] for k in ("accuracy", "correct_count", "total_count")}
+        keys = ("accuracy", "correct_count", "total_count", "accuracy_max_delta", "accuracy_std")
+        scores[category] = {k: header[k] for k in keys if k in header}
     with (score_dir / "data_overall.csv").open() as handle:
         row = next(csv.DictReader(handle))
     overall = float(row["Overall Acc"].rstrip("%")) / 100 if row["Overall Acc"] != "N/A" else None

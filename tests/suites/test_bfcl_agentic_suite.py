@@ -77,17 +77,18 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
     _official_agrees(bfcl.path / "export", summary, ["memory_kv", "memory_rec_sum"])
 
 
-def _official_agrees(export, summary, categories) -> None:
+def _official_agrees(export, summary, categories) -> dict:
     """bfcl-eval's own evaluation of the exported files gives our counts."""
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     if any(importlib.util.find_spec(module) is None for module in REQUIREMENTS):
-        return
+        return {}
     official = official_scores(export, "mock-model", categories)
     assert {c: s["correct_count"] for c, s in official["categories"].items()} == {
         c: summary["per_category"][c]["correct"] for c in categories
     }
     assert official["overall"] == pytest.approx(summary["overall_official"], abs=5e-5)
+    return official
 
 
 @_needs("MemoryAPI_rec_sum")
@@ -143,3 +144,32 @@ def test_a_search_backend_that_is_not_a_url_is_a_usage_error(bfcl) -> None:
     result = run(bfcl, "--bfcl-search-backend=localhost:9", "--co")
     assert result.ret == 4
     assert "--bfcl-search-backend must be an http(s) URL, got 'localhost:9'" in result.stderr.str()
+
+
+def test_format_sensitivity_reports_the_spread_across_configurations(bfcl) -> None:
+    from pytest_agenteval.bfcl._format_sensitivity import load_format_sensitivity
+    from tests.bfcl.test_format_sensitivity import _oracle, render
+
+    entry = load_format_sensitivity(find_data_dir())[0]
+    reply = render(_oracle(entry), "python")  # right only where the format is Python without a tag
+    with OpenAITestServer(ServerConfig(answer=reply)) as server:
+        result = run(
+            bfcl,
+            f"--endpoint={server.url}",
+            "-m",
+            "format_sensitivity",
+            "--limit=26",
+            "--bfcl-export-dir=export",
+        )
+    result.assert_outcomes(passed=5, failed=21)
+    _, (summary,) = read_results(bfcl.path / "r.jsonl")
+    spread = summary["format_sensitivity"]
+    passing = [c for c, row in spread["configs"].items() if row["accuracy"] == 1.0]
+    assert len(spread["configs"]) == 26 and all("ret_fmt=python&tool_call_tag=False" in c for c in passing)
+    assert spread["accuracy_max_delta"] == 100.0
+    assert spread["accuracy_std"] == 40.19  # round(stdev(5 ones, 21 zeros) * 100, 2)
+    assert summary["overall"] is None  # format sensitivity is not part of the overall score
+    official = _official_agrees(bfcl.path / "export", summary, ["format_sensitivity"])
+    if official:
+        theirs = official["categories"]["format_sensitivity"]
+        assert (theirs["accuracy_max_delta"], theirs["accuracy_std"]) == (100.0, 40.19)
