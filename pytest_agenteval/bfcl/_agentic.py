@@ -108,11 +108,15 @@ async def ensure_memory(
         if not _scratch:
             atexit.register(lambda: [shutil.rmtree(p, ignore_errors=True) for p in _scratch])
         _scratch.append(str(folder))
-        stats = {"prerequisites": len(entry.prerequisites), "played_here": True, "requests": 0, "calls": 0}
+        stats = {"prerequisites": len(entry.prerequisites), "played_here": True}
+        counts = dict.fromkeys(("requests", "calls", "prompt_tokens", "completion_tokens"), 0)
         for conversation in entry.prerequisites:
             rollout = await _play_prerequisite(entry, conversation, folder, sampler, params, native)
-            stats["requests"] += rollout.turns
-            stats["calls"] += rollout.code_calls
+            counts["requests"] += rollout.turns
+            counts["calls"] += rollout.code_calls
+            counts["prompt_tokens"] += rollout.prompt_tokens
+            counts["completion_tokens"] += rollout.completion_tokens
+        stats.update(counts)
         _chains[key] = folder
         return folder, stats
 
