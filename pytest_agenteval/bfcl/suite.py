@@ -231,6 +231,17 @@ class Bfcl(Suite):
             )
         groups = summary.get("groups") or {}
         rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
+        if summary.get("overall_official") is not None:
+            rows.append(("overall (leaderboard)", f"{summary['overall_official']:.3f}"))
+        spread = summary.get("format_sensitivity")
+        if spread:
+            rows.append(
+                (
+                    "format sensitivity",
+                    f"max delta {spread['accuracy_max_delta']:.2f}, std {spread['accuracy_std']:.2f} "
+                    f"over {len(spread['configs'])} formats",
+                )
+            )
         return rows
 
     def failure_message(self, record: ProblemRecord) -> str:
