@@ -54,7 +54,7 @@ def skip_reason(entry: ExecutableEntry, settings: Settings) -> str | None:
 
 
 def _search_backend(settings: Settings) -> str | None:
-    return getattr(settings, "bfcl_search_backend", None) or (
+    return settings.bfcl_search_backend or (
         "https://serpapi.com" if os.environ.get("SERPAPI_API_KEY") else None
     )
 

@@ -190,6 +190,7 @@ class Bfcl(Suite):
             "dataset": "bfcl-eval",
             "bfcl_data_dir": settings.bfcl_data_dir,
             "mode": settings.bfcl_style,
+            "bfcl_search_backend": settings.bfcl_search_backend,
             "scorer": "bfcl-ast (official semantics)",
         }
 
