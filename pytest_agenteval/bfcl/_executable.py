@@ -74,6 +74,29 @@ async def play(entry: ExecutableEntry, ctx: RolloutContext, native: bool) -> Rol
 
 def score(entry: ExecutableEntry, rollout: Rollout, native: bool) -> Score:
     turns = rollout.extra.get("mt_turns") or []
+    error = rollout.extra.get("inference_error")
+    if error:
+        return inference_error_score(entry, error)
     if isinstance(entry, MultiTurnEntry):
         return score_multi_turn(entry, turns, native)
     return score_agentic(entry, turns, native)
+
+
+def inference_error_score(entry: ExecutableEntry, error: str) -> Score:
+    """What the official evaluator gives an entry whose result is an error text."""
+    kind = "multi_turn" if isinstance(entry, MultiTurnEntry) else "agentic"
+    return Score(
+        correct=False,
+        formatted=False,
+        fields={
+            "valid": False,
+            "lenient_valid": False,
+            "error_type": f"{kind}:inference_error",
+            "error_message": error,
+            "decode_error": None,
+            "predicted_call": False,
+            "expected_call": True,
+            "params_total": 0,
+            "params_correct": 0,
+        },
+    )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import Rollout
-from ..samplers import Completion, Sampler, SamplingParams
+from ..samplers import Completion, Sampler, SamplerError, SamplingParams
 from ._decode import DecodeError
 from ._mt_data import MultiTurnEntry
 from ._mt_decode import calls_from_text, calls_from_tool_calls, is_empty_step
@@ -45,6 +45,7 @@ class _Play:
     completions: list[Completion] = field(default_factory=list)
     calls: int = 0
     force_terminated: bool = False
+    inference_error: str | None = None
 
 
 async def play_multi_turn(
@@ -65,7 +66,7 @@ async def play_multi_turn(
     for index, turn in enumerate(entry.question):
         _open_turn(play, index, turn)
         play.turns.append(await _play_turn(play, sampler, params))
-        if play.force_terminated:
+        if play.force_terminated or play.inference_error:
             break
     return _rollout(play)
 
@@ -86,7 +87,13 @@ def _open_turn(play: _Play, index: int, turn: list[dict[str, Any]]) -> None:
 async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     while True:
-        completion = await sampler.complete(play.messages, params, tools=play.tools)
+        try:
+            completion = await sampler.complete(play.messages, params, tools=play.tools)
+        except SamplerError as exc:
+            if not exceeds_context(exc):
+                raise  # infrastructure: an error of the item
+            play.inference_error = str(exc)
+            return steps
         play.completions.append(completion)
         response = _response(completion, play.native)
         play.messages.append(_assistant_message(completion, play.native, len(play.completions)))
@@ -107,6 +114,14 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
         if len(steps) > MAXIMUM_STEP_LIMIT:  # every step so far was executed
             play.force_terminated = True
             return steps
+
+
+def exceeds_context(exc: SamplerError) -> bool:
+    """The conversation outgrew the model's context window (llama.cpp's refusal, a server's
+    400). The official runner stores such an entry as an inference error, which scores as
+    wrong; so do we, instead of an infrastructure error that would drop it."""
+    text = str(exc).lower()
+    return "context" in text and any(word in text for word in ("exceed", "length", "too long", "maximum"))
 
 
 def _response(completion: Completion, native: bool) -> Any:
@@ -151,7 +166,7 @@ def _rollout(play: _Play) -> Rollout:
     last = completions[-1] if completions else None
     return Rollout(
         text=last.text if last else "",
-        stop_reason="step_limit" if play.force_terminated else "answer",
+        stop_reason=_stop_reason(play),
         finish_reason=last.finish_reason if last else "stop",
         turns=len(completions),
         code_calls=play.calls,
@@ -161,10 +176,23 @@ def _rollout(play: _Play) -> Rollout:
         attempts=sum(c.attempts for c in completions),
         retries=sum(max(0, c.attempts - 1) for c in completions),
         cached=bool(completions) and all(c.cached for c in completions),
-        extra={"mt_turns": play.turns, "force_terminated": play.force_terminated},
+        extra={
+            "mt_turns": play.turns,
+            "force_terminated": play.force_terminated,
+            **({"inference_error": play.inference_error} if play.inference_error else {}),
+        },
     )
 
 
-def stored_result(turns: list[list[dict[str, Any]]]) -> list[list[Any]]:
-    """The official ``result`` of a multi-turn entry: turn -> step -> raw reply."""
+def _stop_reason(play: _Play) -> str:
+    if play.inference_error:
+        return "context_exceeded"
+    return "step_limit" if play.force_terminated else "answer"
+
+
+def stored_result(turns: list[list[dict[str, Any]]], inference_error: str | None = None) -> Any:
+    """The official ``result`` of a multi-turn entry: turn -> step -> raw reply, or (when
+    inference failed) the error text the official runner stores instead."""
+    if inference_error:
+        return f"Error during inference: {inference_error}"
     return [[step["response"] for step in turn] for turn in turns]

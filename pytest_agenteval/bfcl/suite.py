@@ -304,7 +304,7 @@ def _official_result(generation: Mapping[str, Any], settings: Settings) -> Any:
     """What bfcl-eval stores per entry: the raw text for prompting models, the list of
     {name: arguments-json} for function-calling ones; per turn and step for multi-turn."""
     if "mt_turns" in generation:
-        return stored_result(generation["mt_turns"])
+        return stored_result(generation["mt_turns"], generation.get("inference_error"))
     if settings.bfcl_style == "native":
         return [{c["name"]: c["arguments"]} for c in generation.get("tool_calls") or []]
     return generation["text"]

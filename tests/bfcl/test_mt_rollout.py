@@ -122,3 +122,44 @@ def test_prompting_holds_out_functions_in_the_text() -> None:
     assert [r["prompt"][:16] for r in requests].count("[{'name': 'sort'") == 1
     assert score_multi_turn(entry, rollout.extra["mt_turns"], False).correct is True
     assert json.dumps(rollout.extra)  # the record is JSON
+
+
+class _OverflowingModel:
+    """A fake for the one fault the test server cannot cause: llama.cpp refusing a prompt
+    longer than its context (the server answers 400 only for malformed requests)."""
+
+    identity = None
+    native_tools = False
+
+    def __init__(self, error: str) -> None:
+        self.error, self.calls = error, 0
+
+    async def complete(self, messages, params, tools=None):
+        from pytest_agenteval.samplers import Completion, SamplerError
+
+        self.calls += 1
+        if self.calls > 1:
+            raise SamplerError(self.error)
+        return Completion(text="[pwd()]", finish_reason="stop")
+
+
+def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error() -> None:
+    from pytest_agenteval.bfcl._executable import score as score_executable
+
+    entry = _entry("multi_turn_base", 0)
+    model = _OverflowingModel(
+        "llama.cpp refused the request: Requested tokens (8300) exceed context window of 8192"
+    )
+    rollout = asyncio.run(play_multi_turn(entry, model, PARAMS, False))
+    assert rollout.stop_reason == "context_exceeded" and len(rollout.extra["mt_turns"]) == 1
+    assert rollout.extra["inference_error"].endswith("exceed context window of 8192")
+    fields = score_executable(entry, rollout, False).fields
+    assert (fields["valid"], fields["error_type"]) == (False, "multi_turn:inference_error")
+
+
+def test_other_sampler_errors_stay_errors_of_the_item() -> None:
+    from pytest_agenteval.samplers import SamplerError
+
+    entry = _entry("multi_turn_base", 0)
+    with pytest.raises(SamplerError, match="HTTP 503"):
+        asyncio.run(play_multi_turn(entry, _OverflowingModel("http://x: HTTP 503: busy"), PARAMS, False))
