@@ -128,3 +128,25 @@ def test_the_official_evaluation_of_the_export_gives_our_scores(
     assert {c: s["correct_count"] for c, s in official["categories"].items()} == ours
     assert ours == {c: 2 for c in MULTI_TURN_CATEGORIES} | {"multi_turn_miss_param": 1}
     assert official["overall"] == pytest.approx(summary["overall_official"], abs=5e-5)  # the CSV rounds
+
+
+@pytest.mark.parametrize(
+    ("marker", "count", "first"),
+    [
+        ("multi_turn", 800, "multi_turn_base_0"),
+        ("multi_turn_miss_func", 200, "multi_turn_miss_func_0"),
+        ("memory", 465, "memory_kv_0-customer-0"),
+        ("agentic and not memory", 200, "web_search_base_0"),
+        (
+            "format_sensitivity",
+            5200,
+            "format_sensitivity_0:ret_fmt=python&tool_call_tag=True&func_doc_fmt=python",
+        ),
+    ],
+)
+def test_markers_select_the_v4_categories(bfcl: pytest.Pytester, marker: str, count: int, first: str) -> None:
+    result = bfcl.runpytest_subprocess(
+        "--co", "-q", "-m", marker, "--strict-markers", "-p", "no:cacheprovider"
+    )
+    ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line]
+    assert len(ids) == count and ids[0].startswith(first)
