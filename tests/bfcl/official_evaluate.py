@@ -104,10 +104,13 @@ def main(argv: list[str]) -> None:
         sys.stdout = stdout
     scores = {}
     for path in (score_dir / model).rglob("BFCL_v4_*_score.json"):
-        header = json.loads(path.read_text().splitlines()[0])
+        header, *failures = (json.loads(line) for line in path.read_text().splitlines())
         category = path.name.removeprefix("BFCL_v4_").removesuffix("_score.json")
         keys = ("accuracy", "correct_count", "total_count", "accuracy_max_delta", "accuracy_std")
         scores[category] = {k: header[k] for k in keys if k in header}
+        scores[category]["error_types"] = {
+            row["id"]: (row.get("error") or {}).get("error_type") or row.get("error_type") for row in failures
+        }
     with (score_dir / "data_overall.csv").open() as handle:
         row = next(csv.DictReader(handle))
     overall = float(row["Overall Acc"].rstrip("%")) / 100 if row["Overall Acc"] != "N/A" else None
