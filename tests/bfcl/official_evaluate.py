@@ -88,6 +88,12 @@ def _install_registry(fc: bool) -> None:
     sys.modules["bfcl_eval.constants.model_config"] = module
 
 
+def _error_type(row: dict[str, Any]) -> str | None:
+    # Multi-turn and agentic rows nest it under "error"; single-turn rows carry it at the top.
+    error = row.get("error")
+    return error.get("error_type") if isinstance(error, dict) else row.get("error_type")
+
+
 def main(argv: list[str]) -> None:
     result_root, model, categories = Path(argv[0]).resolve(), argv[1], argv[2].split(",")
     fc = "--fc" in argv
@@ -108,9 +114,7 @@ def main(argv: list[str]) -> None:
         category = path.name.removeprefix("BFCL_v4_").removesuffix("_score.json")
         keys = ("accuracy", "correct_count", "total_count", "accuracy_max_delta", "accuracy_std")
         scores[category] = {k: header[k] for k in keys if k in header}
-        scores[category]["error_types"] = {
-            row["id"]: (row.get("error") or {}).get("error_type") or row.get("error_type") for row in failures
-        }
+        scores[category]["error_types"] = {row["id"]: _error_type(row) for row in failures}
     with (score_dir / "data_overall.csv").open() as handle:
         row = next(csv.DictReader(handle))
     overall = float(row["Overall Acc"].rstrip("%")) / 100 if row["Overall Acc"] != "N/A" else None
