@@ -20,11 +20,29 @@ BFCL_GROUP: dict[str, str] = {
     "live_relevance": "relevance",
 }
 BFCL_CATEGORIES: tuple[str, ...] = tuple(BFCL_GROUP)
+# BFCL v4 multi-turn: played step by step in bfcl-eval's executable environments.
+BFCL_MULTI_TURN_CATEGORIES: tuple[str, ...] = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+# BFCL v4 agentic: memory (one category per backend) and web search.
+BFCL_MEMORY_CATEGORIES: tuple[str, ...] = ("memory_kv", "memory_vector", "memory_rec_sum")
+BFCL_WEB_SEARCH_CATEGORIES: tuple[str, ...] = ("web_search_base", "web_search_no_snippet")
+BFCL_AGENTIC_CATEGORIES: tuple[str, ...] = BFCL_WEB_SEARCH_CATEGORIES + BFCL_MEMORY_CATEGORIES
+BFCL_ALL_CATEGORIES: tuple[str, ...] = (
+    BFCL_CATEGORIES + BFCL_MULTI_TURN_CATEGORIES + BFCL_AGENTIC_CATEGORIES + ("format_sensitivity",)
+)
 
 MARKERS: dict[str, str] = {
     "aime25": "AIME 2025 problems",
     "bfcl": "BFCL items",
-    **{category: f"BFCL category {category}" for category in BFCL_CATEGORIES},
+    **{category: f"BFCL category {category}" for category in BFCL_ALL_CATEGORIES},
+    "multi_turn": "BFCL multi-turn categories",
+    "agentic": "BFCL agentic categories (memory and web search)",
+    "memory": "BFCL memory categories",
+    "web_search": "BFCL web search categories",
     "simple": "BFCL simple calls (python, java, javascript, live_simple)",
     "relevance": "BFCL live_relevance",
     "live": "BFCL live categories",

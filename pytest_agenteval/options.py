@@ -275,6 +275,13 @@ OPTIONS: tuple[Option, ...] = (
         "run 5, then 50, then all items per category while accuracy stays >= this threshold",
         float,
     ),
+    Option(
+        "bfcl_search_backend",
+        "--bfcl-search-backend",
+        None,
+        "BFCL web search: base URL of a SerpAPI-compatible search server (default: SerpAPI "
+        "itself when SERPAPI_API_KEY is set; else web search items skip)",
+    ),
     # GAIA
     Option(
         "gaia_path", "--gaia-path", None, "local GAIA folder (default: the gated hub dataset, with HF_TOKEN)"
@@ -384,6 +391,7 @@ class Settings:
     bfcl_weights: str | None
     bfcl_export_dir: str | None
     bfcl_progressive: float | None
+    bfcl_search_backend: str | None
     gaia_path: str | None
     gaia_split: str
     gaia_unordered_lists: bool
@@ -497,6 +505,10 @@ def validate(settings: Settings) -> None:
         raise pytest.UsageError("--limit, --limit-per-category and --sandbox-workers must be >= 0")
     if settings.temperature < 0:
         raise pytest.UsageError(f"--temperature must be >= 0, got {settings.temperature}")
+    if settings.bfcl_search_backend and not settings.bfcl_search_backend.startswith(("http://", "https://")):
+        raise pytest.UsageError(
+            f"--bfcl-search-backend must be an http(s) URL, got {settings.bfcl_search_backend!r}"
+        )
     if not 0 < settings.top_p <= 1:
         raise pytest.UsageError(f"--top-p must be in (0, 1], got {settings.top_p}")
     if settings.sandbox_timeout <= 0 or settings.request_timeout <= 0:

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..markers import BFCL_ALL_CATEGORIES as ALL_CATEGORIES  # noqa: F401 - re-exported
 from ..markers import BFCL_CATEGORIES as CATEGORIES
 from ..markers import BFCL_GROUP as _GROUP_MARKER
+from ..markers import BFCL_MEMORY_CATEGORIES, BFCL_WEB_SEARCH_CATEGORIES
+from ..markers import BFCL_MULTI_TURN_CATEGORIES as MULTI_TURN_CATEGORIES
 
 VERSION_PREFIX = "BFCL_v4"
 
@@ -56,7 +59,17 @@ def category_language(category: str) -> str:
 
 
 def category_markers(category: str) -> tuple[str, ...]:
-    """pytest marker names for one category: itself, its group, live/non_live, language."""
+    """pytest marker names for one category: itself, its group, live/non_live, language
+    (multi-turn: itself and ``multi_turn``; agentic: itself, ``memory`` or ``web_search``,
+    and ``agentic``)."""
+    if category in MULTI_TURN_CATEGORIES:
+        return (category, "multi_turn")
+    if category in BFCL_MEMORY_CATEGORIES:
+        return (category, "memory", "agentic")
+    if category in BFCL_WEB_SEARCH_CATEGORIES:
+        return (category, "web_search", "agentic")
+    if category == "format_sensitivity":
+        return (category,)
     _require_known([category])
     markers = [
         category,

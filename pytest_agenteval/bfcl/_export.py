@@ -2,11 +2,13 @@
 
 Layout of bfcl-eval 2026.3.23 (``BaseHandler.write``)::
 
-    <root>/<model name, "/" -> "_">/<non_live|live>/BFCL_v4_<category>_result.json
+    <root>/<model name, "/" -> "_">/<non_live|live|multi_turn>/BFCL_v4_<category>_result.json
 
 one ``{"id": ..., "result": ...}`` JSON object per line, sorted by entry index.
 ``result`` is the raw model text for prompting models, or the list of
-``{tool name: arguments JSON string}`` for function-calling models. Re-score
+``{tool name: arguments JSON string}`` for function-calling models; for a
+multi-turn entry it is the list of turns, each the list of the steps' results.
+Re-score
 with ``bfcl evaluate --model <model name> --test-category <categories>
 --result-dir <absolute root>`` (add ``--partial-eval`` when only some ids ran);
 ``<model name>`` must be registered in bfcl-eval ("Invalid model name" otherwise)
@@ -24,7 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.bfcl._data import CATEGORIES, VERSION_PREFIX
+from pytest_agenteval.bfcl._data import ALL_CATEGORIES, MULTI_TURN_CATEGORIES, VERSION_PREFIX
+from pytest_agenteval.markers import BFCL_AGENTIC_CATEGORIES
 
 # Listed in bfcl-eval 2026.3.23, and usable by `bfcl evaluate` without any API key (its
 # MistralHandler builds its client without one; OpenAI's handler refuses to start
@@ -69,7 +72,16 @@ def evaluate_command(root: str | Path, model_name: str, categories: Iterable[str
 
 def result_path(root: str | Path, model_name: str, category: str) -> Path:
     """Where the official runner looks for ``category``'s results of ``model_name``."""
-    group = "live" if category.startswith("live") else "non_live"
+    if category in MULTI_TURN_CATEGORIES:
+        group = "multi_turn"
+    elif category.startswith("memory_"):
+        group = f"agentic/memory/{category.removeprefix('memory_')}"
+    elif category in BFCL_AGENTIC_CATEGORIES:
+        group = "agentic"
+    elif category == "format_sensitivity":
+        group = "format_sensitivity"
+    else:
+        group = "live" if category.startswith("live") else "non_live"
     file_name = f"{VERSION_PREFIX}_{category}_result.json"
     return Path(root) / model_name.replace("/", "_") / group / file_name
 
@@ -80,21 +92,21 @@ def export_official_results(
     """Write one result file per category present in ``items`` (id, category, raw result).
 
     Existing files for those categories are replaced. Returns the paths written,
-    in ``CATEGORIES`` order.
+    in ``ALL_CATEGORIES`` order.
     """
     by_category: dict[str, dict[str, Any]] = {}
     for entry_id, category, result in items:
-        if category not in CATEGORIES:
+        if category not in ALL_CATEGORIES:
             raise ValueError(f"unknown BFCL category {category!r} for {entry_id}")
         # The official runner reads the category back from the id.
-        if entry_id.rsplit("_", 1)[0] != category:
+        if _base_id(entry_id).rsplit("_", 1)[0] != category:
             raise ValueError(f"id {entry_id!r} does not belong to category {category!r}")
         results = by_category.setdefault(category, {})
         if entry_id in results:
             raise ValueError(f"duplicate result for {entry_id}")
         results[entry_id] = result
     written = []
-    for category in CATEGORIES:
+    for category in ALL_CATEGORIES:
         if category in by_category:
             path = result_path(root, model_name, category)
             _write_lines(path, sorted(by_category[category].items(), key=_index_key))
@@ -104,7 +116,12 @@ def export_official_results(
 
 def _index_key(item: tuple[str, Any]) -> int:
     # `live_simple_19-3-15` sorts by 19, `simple_python_7` by 7, as officially.
-    return int(item[0].rsplit("_", 1)[1].split("-")[0])
+    return int(_base_id(item[0]).rsplit("_", 1)[1].split("-")[0])
+
+
+def _base_id(entry_id: str) -> str:
+    # Format sensitivity ids are `format_sensitivity_<n>:<config>:<entry id>`.
+    return entry_id.split(":")[0]
 
 
 def _write_lines(path: Path, entries: list[tuple[str, Any]]) -> None:

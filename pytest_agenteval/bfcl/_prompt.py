@@ -86,9 +86,12 @@ def system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
     return f"{_PERSONA}{_TASK}\n\n{_TOOL_CALL_FORMAT}\n\n{_MULTITURN_BEHAVIOR}\n\n{available_tools}"
 
 
-def prompt_functions(functions: Sequence[Mapping[str, Any]], language: str) -> list[dict]:
-    """Function docs with the official language hints (a deep copy)."""
+def prompt_functions(functions: Sequence[Mapping[str, Any]], language: str | None) -> list[dict]:
+    """Function docs with the official language hints (a deep copy); ``language=None``
+    leaves them as they are (the docs multi-turn entries hand out later get none)."""
     docs = copy.deepcopy(list(functions))
+    if language is None:
+        return docs
     for doc in docs:
         doc["description"] = doc.get("description", "") + _LANGUAGE_HINT[language]
         if language in _LANGUAGE_NAME:
@@ -136,7 +139,9 @@ def native_messages(entry: BfclEntry) -> list[dict[str, Any]]:
     return copy.deepcopy(entry.question[0])
 
 
-def native_tools(functions: Sequence[Mapping[str, Any]], language: str = "python") -> list[dict[str, Any]]:
+def native_tools(
+    functions: Sequence[Mapping[str, Any]], language: str | None = "python"
+) -> list[dict[str, Any]]:
     """OpenAI ``tools``, as the official ``convert_to_tool`` builds them for OpenAI models.
 
     Dots in names become underscores (OpenAI rejects them); map the names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -10,9 +11,24 @@ from typing import Any
 from ..options import Settings
 from ..records import Problem, ProblemRecord, Rollout, Score, content_hash
 from ..suite import DataError, RolloutContext, Suite, single_turn_rollout
-from ._data import CATEGORIES, BfclDataError, BfclEntry, category_markers, load_bfcl
+from ._agentic_data import AgenticEntry
+from ._data import (
+    ALL_CATEGORIES,
+    CATEGORIES,
+    BfclDataError,
+    BfclEntry,
+    category_markers,
+    find_data_dir,
+    load_bfcl,
+)
+from ._executable import load_executable, skip_reason
+from ._executable import play as play_executable
+from ._executable import score as score_executable
 from ._export import evaluate_command, export_model_name, export_official_results
+from ._format_sensitivity import FormatEntry, format_messages, load_format_sensitivity, score_format, spread
 from ._metrics import BfclItemResult, summarize_bfcl
+from ._mt_data import MultiTurnEntry
+from ._mt_rollout import stored_result
 from ._progressive import next_stage, progressive_stages
 from ._prompt import native_messages, native_tools, prompt_messages
 from ._score import BfclScore, score_text, score_tool_calls
@@ -29,7 +45,12 @@ SCORE_FIELDS = (
     "params_total",
     "params_correct",
     "decoded",
+    "error_message",
+    "failed_turn",
+    "turn_checks",
+    "final_answer",
 )
+EXECUTABLE = (MultiTurnEntry, AgenticEntry)  # played step by step in bfcl-eval's environments
 
 
 def parse_weights(text: str | None) -> dict[str, float] | None:
@@ -39,10 +60,10 @@ def parse_weights(text: str | None) -> dict[str, float] | None:
     weights = {}
     for part in text.split(","):
         name, _, value = part.partition("=")
-        if name.strip() not in CATEGORIES:
+        if name.strip() not in ALL_CATEGORIES:
             raise ValueError(
                 f"--bfcl-weights: unknown category {name.strip()!r}; use the categories "
-                f"({', '.join(CATEGORIES)}), not groups"
+                f"({', '.join(ALL_CATEGORIES)}), not groups"
             )
         try:
             weights[name.strip()] = float(value)
@@ -59,7 +80,10 @@ class Bfcl(Suite):
 
     def load(self, settings: Settings) -> list[Problem]:
         try:
-            entries = load_bfcl(CATEGORIES, settings.bfcl_data_dir)
+            entries: list[Any] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
+            root = find_data_dir(settings.bfcl_data_dir)
+            entries.extend(load_executable(root))
+            entries.extend(load_format_sensitivity(root))
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [
@@ -93,6 +117,11 @@ class Bfcl(Suite):
     async def rollout(self, ctx: RolloutContext) -> Rollout:
         entry: BfclEntry = ctx.problem.payload
         native = ctx.settings.bfcl_style == "native"
+        if isinstance(entry, EXECUTABLE):
+            return await play_executable(entry, ctx, native)
+        if isinstance(entry, FormatEntry):
+            completion = await ctx.sampler.complete(format_messages(entry), ctx.params())
+            return single_turn_rollout(completion)
         messages = native_messages(entry) if native else prompt_messages(entry)
         tools = native_tools(entry.functions, entry.language) if native else None
         completion = await ctx.sampler.complete(messages, ctx.params(), tools=tools)
@@ -101,6 +130,10 @@ class Bfcl(Suite):
 
     def score(self, problem: Problem, rollout: Rollout, settings: Settings) -> Score:
         entry: BfclEntry = problem.payload
+        if isinstance(entry, EXECUTABLE):
+            return score_executable(entry, rollout, settings.bfcl_style == "native")
+        if isinstance(entry, FormatEntry):
+            return score_format(entry, rollout.text)
         if settings.bfcl_style == "native":
             calls = rollout.extra.get("tool_calls") or None
             scored = score_tool_calls(entry, calls, rollout.text)
@@ -110,6 +143,11 @@ class Bfcl(Suite):
 
     def prompt_hash(self, problem: Problem, settings: Settings) -> str:
         entry: BfclEntry = problem.payload
+        if isinstance(entry, FormatEntry):
+            return content_hash([format_messages(entry), settings.bfcl_style])
+        if isinstance(entry, EXECUTABLE):  # every turn and the held-out docs, too
+            later = [entry.question[1:], sorted(getattr(entry, "missed_functions", {}).items())]
+            return content_hash([prompt_messages(entry), later, settings.bfcl_style])
         return content_hash([prompt_messages(entry), settings.bfcl_style])
 
     def problem_extra(self, problem: Problem) -> dict[str, Any]:
@@ -121,6 +159,12 @@ class Bfcl(Suite):
     def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
         """Progressive mode: an item of a later stage runs only if its category's accuracy
         at the end of the previous stage reached the threshold."""
+        if isinstance(problem.payload, EXECUTABLE):
+            reason = skip_reason(problem.payload, settings)
+            if reason:
+                return reason
+        if isinstance(problem.payload, FormatEntry) and settings.bfcl_style == "native":
+            return "format sensitivity varies the prompting format: run it with --bfcl-style prompting"
         threshold = settings.bfcl_progressive
         if threshold is None:
             return "run"
@@ -147,12 +191,21 @@ class Bfcl(Suite):
             "dataset": "bfcl-eval",
             "bfcl_data_dir": settings.bfcl_data_dir,
             "mode": settings.bfcl_style,
+            "bfcl_search_backend": settings.bfcl_search_backend,
             "scorer": "bfcl-ast (official semantics)",
         }
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         results = [_item_result(r, g.to_dict()) for r in records for g in r.generations]
         summary = summarize_bfcl(results, parse_weights(settings.bfcl_weights))
+        formats = [
+            (str(r.problem_id).split(":")[1], bool(g.score.correct))
+            for r in records
+            if r.extra.get("category") == "format_sensitivity"
+            for g in r.generations
+        ]
+        if formats:
+            summary["format_sensitivity"] = spread(formats)
         return {"problems": len(records), "generations": len(results), **summary}
 
     def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
@@ -165,8 +218,10 @@ class Bfcl(Suite):
         ]
         model = export_model_name(settings.bfcl_style, settings.bfcl_export_model)
         paths = export_official_results(items, Path(settings.bfcl_export_dir), model)
-        categories = [c for c in CATEGORIES if any(item[1] == c for item in items)]
-        partial = len(items) < len(load_bfcl(categories, settings.bfcl_data_dir))
+        present = Counter(item[1] for item in items)
+        categories = [c for c in ALL_CATEGORIES if c in present]
+        totals = Counter(self.category_of(p) for p in self.load(settings))
+        partial = any(present[c] < totals[c] for c in categories)
         command = evaluate_command(settings.bfcl_export_dir, model, categories, partial)
         return {"exported": [str(p) for p in paths], "bfcl_evaluate": command}
 
@@ -183,6 +238,17 @@ class Bfcl(Suite):
             )
         groups = summary.get("groups") or {}
         rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
+        if summary.get("overall_official") is not None:
+            rows.append(("overall (leaderboard)", f"{summary['overall_official']:.3f}"))
+        spread = summary.get("format_sensitivity")
+        if spread:
+            rows.append(
+                (
+                    "format sensitivity",
+                    f"max delta {spread['accuracy_max_delta']:.2f}, std {spread['accuracy_std']:.2f} "
+                    f"over {len(spread['configs'])} formats",
+                )
+            )
         return rows
 
     def failure_message(self, record: ProblemRecord) -> str:
@@ -242,7 +308,9 @@ def _item_result(record: ProblemRecord, generation: Mapping[str, Any]) -> BfclIt
 
 def _official_result(generation: Mapping[str, Any], settings: Settings) -> Any:
     """What bfcl-eval stores per entry: the raw text for prompting models, the list of
-    {name: arguments-json} for function-calling ones."""
+    {name: arguments-json} for function-calling ones; per turn and step for multi-turn."""
+    if "mt_turns" in generation:
+        return stored_result(generation["mt_turns"], generation.get("inference_error"))
     if settings.bfcl_style == "native":
         return [{c["name"]: c["arguments"]} for c in generation.get("tool_calls") or []]
     return generation["text"]
@@ -264,6 +332,6 @@ def _stage_order(problems: list[Problem], ranks: Mapping[str, int]) -> list[Prob
     def key(problem: Problem) -> tuple[int, int, int]:
         rank = ranks[problem.node_id]
         stage = next(i for i, end in enumerate(progressive_stages(10**9)) if rank < end)
-        return stage, CATEGORIES.index(problem.payload.category), rank
+        return stage, ALL_CATEGORIES.index(problem.payload.category), rank
 
     return sorted(problems, key=key)

@@ -73,6 +73,11 @@ def test_groups_use_the_present_categories_only(summary):
             "live": 0.5,  # pooled: 2 of 4 live items
             "irrelevance": 0.5,
             "relevance": None,
+            "multi_turn": None,
+            "web_search": None,
+            "memory": None,
+            "agentic": None,
+            "overall": (10 * 0.875 + 10 * 0.5 + 10 * 0.5) / 30,  # official weights, groups present
         }
     )
 
@@ -85,8 +90,46 @@ def test_official_groups_count_absent_categories_as_zero(summary):
             "live": 2 / 44,  # absent live categories weigh their official counts 16 and 24
             "irrelevance": 0.25,
             "relevance": 0.0,
+            "multi_turn": 0.0,
+            "web_search": 0.0,
+            "memory": 0.0,
+            "agentic": 0.0,
+            "overall": (10 * 0.375 + 10 * 2 / 44 + 10 * 0.25) / 100,  # the leaderboard's overall
         }
     )
+
+
+MULTI_TURN_RUN = [
+    _result("multi_turn_base", True),
+    _result("multi_turn_base", False, error="multi_turn:instance_state_mismatch"),
+    _result("multi_turn_miss_func", True),
+    _result("multi_turn_long_context", False, error="multi_turn:force_terminated"),
+    _result("simple_python", True),
+]
+
+
+def test_multi_turn_group_is_the_mean_of_its_present_categories():
+    summary = summarize_bfcl(MULTI_TURN_RUN)
+    assert list(summary["per_category"]) == [
+        "simple_python",
+        "multi_turn_base",
+        "multi_turn_miss_func",
+        "multi_turn_long_context",
+    ]
+    assert summary["groups"]["multi_turn"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    assert summary["groups_official"]["multi_turn"] == pytest.approx((0.5 + 1.0 + 0.0 + 0.0) / 4)
+
+
+def test_overall_weighs_multi_turn_30_against_10_for_non_live():
+    summary = summarize_bfcl(MULTI_TURN_RUN)
+    # present: non_live = simple = simple_python = 1.0; multi_turn = 0.5
+    assert summary["overall"] == pytest.approx((10 * 1.0 + 30 * 0.5) / 40)
+    official_non_live = (1.0 / 3) / 4
+    assert summary["overall_official"] == pytest.approx((10 * official_non_live + 30 * 0.375) / 100)
+
+
+def test_multi_turn_items_stay_out_of_relevance_detection():
+    assert summarize_bfcl(MULTI_TURN_RUN)["relevance"]["tp"] == 1
 
 
 def test_weighted_accuracy_defaults_to_the_mean_of_present_categories(summary):
@@ -121,6 +164,20 @@ def test_error_types_are_counted_most_frequent_first(summary):
     ]
 
 
+GROUPS = [
+    "simple",
+    "non_live",
+    "live",
+    "irrelevance",
+    "relevance",
+    "multi_turn",
+    "web_search",
+    "memory",
+    "agentic",
+    "overall",
+]
+
+
 def test_an_empty_run_gives_zeros_and_nulls():
     summary = summarize_bfcl([])
     assert summary == {
@@ -130,8 +187,10 @@ def test_an_empty_run_gives_zeros_and_nulls():
         "lenient_accuracy": 0.0,
         "error_rate": 0.0,
         "per_category": {},
-        "groups": dict.fromkeys(["simple", "non_live", "live", "irrelevance", "relevance"]),
-        "groups_official": dict.fromkeys(["simple", "non_live", "live", "irrelevance", "relevance"], 0.0),
+        "overall": None,
+        "overall_official": 0.0,
+        "groups": dict.fromkeys(GROUPS),
+        "groups_official": dict.fromkeys(GROUPS, 0.0),
         "weighted_accuracy": 0.0,
         "parameter_accuracy": 0.0,
         "relevance": {

@@ -1,0 +1,152 @@
+"""BFCL multi-turn through pytest: every category with a scripted model on the OpenAI test
+server (real sockets), with and without xdist, records with each turn's calls, results and
+checks, summary groups, replay, the official export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_agenteval.bfcl._data import MULTI_TURN_CATEGORIES, find_data_dir
+from pytest_agenteval.bfcl._mt_data import load_multi_turn
+from pytest_agenteval.bfcl._mt_env import missing_requirements
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests.bfcl.mt_script import GroundTruthModel
+from tests.conftest import read_results
+
+SUITE = """
+from pytest_agenteval.bfcl.suite import Bfcl
+
+agenteval_suite = Bfcl()
+
+
+def test_bfcl(evaluation):
+    evaluation.check()
+"""
+pytestmark = pytest.mark.skipif(bool(missing_requirements()), reason="bfcl-eval environments missing")
+WRONG = "multi_turn_miss_param_1"
+
+
+@pytest.fixture(scope="module")
+def selected():
+    """The first two entries of each category: what `--limit-per-category=2` picks."""
+    root = find_data_dir()
+    return [e for c in MULTI_TURN_CATEGORIES for e in load_multi_turn(root, c)[:2]]
+
+
+@pytest.fixture
+def bfcl(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_bfcl=SUITE)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--agenteval-out=r.jsonl",
+        f"--endpoint={url}",
+        "--model-name=mock-model",
+        "-m",
+        "multi_turn",
+        "--limit-per-category=2",
+        *args,
+    )
+
+
+@pytest.mark.parametrize("args", [("-n", "2"), ("--bfcl-style=native",)], ids=["prompting-xdist", "native"])
+def test_every_multi_turn_category_plays_and_scores(bfcl: pytest.Pytester, selected, args) -> None:
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+        result = run(bfcl, server.url, *args)
+    result.assert_outcomes(passed=7, failed=1)
+    problems, (summary,) = read_results(bfcl.path / "r.jsonl")
+    assert [p["problem_id"] for p in problems] == [e.id for e in selected]
+    verdicts = {p["problem_id"]: p["generations"][0]["error_type"] for p in problems}
+    assert verdicts == {e.id: None for e in selected} | {WRONG: "multi_turn:execution_response_mismatch"}
+    assert summary["per_category"]["multi_turn_miss_param"]["accuracy"] == 0.5
+    assert summary["groups"]["multi_turn"] == pytest.approx(3.5 / 4)
+    assert summary["overall"] == pytest.approx(3.5 / 4)  # the only group present
+    assert summary["overall_official"] == pytest.approx(30 * (3.5 / 4) / 100)
+    assert all(p["markers"] == ["bfcl", p["category"], "multi_turn"] for p in problems)
+
+
+def test_records_show_each_turns_calls_results_and_check(bfcl: pytest.Pytester, selected) -> None:
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+        run(bfcl, server.url, "test_bfcl.py::test_bfcl[multi_turn_base_0]", "--bfcl-export-dir=export")
+    (problem,), _ = read_results(bfcl.path / "r.jsonl")
+    generation = problem["generations"][0]
+    first_step = generation["mt_turns"][0][0]
+    assert first_step["calls"][0] == "cd(folder='document')"
+    assert first_step["results"][0] == '{"current_working_directory": "document"}'
+    checks = generation["turn_checks"]
+    assert [c["turn"] for c in checks] == [0, 1, 2, 3] and all(c["checked"] for c in checks)
+    assert checks[0]["expected_calls"][0] == "cd(folder='document')"
+    assert generation["valid"] is True and generation["turns"] == 8
+    (path,) = (bfcl.path / "export").rglob("BFCL_v4_multi_turn_base_result.json")
+    assert path.parent.name == "multi_turn"
+    (line,) = [json.loads(x) for x in path.read_text().splitlines()]
+    assert line["id"] == "multi_turn_base_0"
+    assert [len(turn) for turn in line["result"]] == [2, 2, 2, 2]
+    assert line["result"][0][1] == "I have completed the request."
+
+
+def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, selected) -> None:
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+        run(bfcl, server.url)
+    again = bfcl.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "--model-path=replay:r.jsonl",
+        "--agenteval-out=again.jsonl",
+        "-m",
+        "multi_turn",
+        "--limit-per-category=2",
+    )
+    again.assert_outcomes(passed=7, failed=1)
+    replayed, _ = read_results(bfcl.path / "again.jsonl")
+    assert {p["problem_id"]: p["generations"][0]["valid"] for p in replayed} == {
+        e.id: e.id != WRONG for e in selected
+    }
+
+
+@pytest.mark.parametrize("style", ["prompting", "native"])
+def test_the_official_evaluation_of_the_export_gives_our_scores(
+    bfcl: pytest.Pytester, selected, style
+) -> None:
+    from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
+
+    for module in REQUIREMENTS:
+        pytest.importorskip(module)
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+        run(bfcl, server.url, f"--bfcl-style={style}", "--bfcl-export-dir=export")
+    _, (summary,) = read_results(bfcl.path / "r.jsonl")
+    official = official_scores(
+        bfcl.path / "export", "mock-model", list(MULTI_TURN_CATEGORIES), style == "native"
+    )
+    ours = {c: row["correct"] for c, row in summary["per_category"].items()}
+    assert {c: s["correct_count"] for c, s in official["categories"].items()} == ours
+    assert ours == {c: 2 for c in MULTI_TURN_CATEGORIES} | {"multi_turn_miss_param": 1}
+    assert official["overall"] == pytest.approx(summary["overall_official"], abs=5e-5)  # the CSV rounds
+
+
+@pytest.mark.parametrize(
+    ("marker", "count", "first"),
+    [
+        ("multi_turn", 800, "multi_turn_base_0"),
+        ("multi_turn_miss_func", 200, "multi_turn_miss_func_0"),
+        ("memory", 465, "memory_kv_0-customer-0"),
+        ("agentic and not memory", 200, "web_search_base_0"),
+        (
+            "format_sensitivity",
+            5200,
+            "format_sensitivity_0:ret_fmt=python&tool_call_tag=True&func_doc_fmt=python",
+        ),
+    ],
+)
+def test_markers_select_the_v4_categories(bfcl: pytest.Pytester, marker: str, count: int, first: str) -> None:
+    result = bfcl.runpytest_subprocess(
+        "--co", "-q", "-m", marker, "--strict-markers", "-p", "no:cacheprovider"
+    )
+    ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line]
+    assert len(ids) == count and ids[0].startswith(first)
