@@ -79,11 +79,12 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
 
 def _official_agrees(export, summary, categories) -> dict:
     """bfcl-eval's own evaluation of the exported files gives our counts."""
+    from pytest_agenteval.bfcl._export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     if any(importlib.util.find_spec(module) is None for module in REQUIREMENTS):
         return {}
-    official = official_scores(export, "mock-model", categories)
+    official = official_scores(export, export_model_name("prompting"), categories)
     assert {c: s["correct_count"] for c, s in official["categories"].items()} == {
         c: summary["per_category"][c]["correct"] for c in categories
     }

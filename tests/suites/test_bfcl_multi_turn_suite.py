@@ -114,6 +114,7 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
 def test_the_official_evaluation_of_the_export_gives_our_scores(
     bfcl: pytest.Pytester, selected, style
 ) -> None:
+    from pytest_agenteval.bfcl._export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     for module in REQUIREMENTS:
@@ -122,7 +123,7 @@ def test_the_official_evaluation_of_the_export_gives_our_scores(
         run(bfcl, server.url, f"--bfcl-style={style}", "--bfcl-export-dir=export")
     _, (summary,) = read_results(bfcl.path / "r.jsonl")
     official = official_scores(
-        bfcl.path / "export", "mock-model", list(MULTI_TURN_CATEGORIES), style == "native"
+        bfcl.path / "export", export_model_name(style), list(MULTI_TURN_CATEGORIES), style == "native"
     )
     ours = {c: row["correct"] for c, row in summary["per_category"].items()}
     assert {c: s["correct_count"] for c, s in official["categories"].items()} == ours
