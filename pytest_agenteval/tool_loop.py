@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .records import Rollout
@@ -123,9 +123,11 @@ def turn_seed(sample_seed: int, turn: int) -> int:
 
 
 @dataclass
-class _Trajectory:
-    messages: list[dict[str, Any]]
-    transcript: list[dict[str, Any]]
+class Trajectory:
+    """What a multi-turn rollout has done so far (its messages are the loop's own)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
     tokens_used: int = 0  # prompt + completions so far, as the backend counts them
     turns: int = 0
     code_calls: int = 0
@@ -168,7 +170,7 @@ async def run_tool_loop(
     answer_marker: str,
 ) -> Rollout:
     """Alternate model turns and sandboxed code calls until an answer or a budget."""
-    state = _Trajectory(messages, [])
+    state = Trajectory(messages, [])
     state.tokens_used = prompt_tokens(ctx.sampler, state.messages)
     if state.tokens_used >= budget.max_trajectory_tokens:
         raise PromptTooLong(
@@ -177,6 +179,13 @@ async def run_tool_loop(
         )
     started = time.monotonic()
     stop_reason = await _run_turns(ctx, state, budget, native, answer_marker)
+    return finished_rollout(state, stop_reason, started)
+
+
+def finished_rollout(
+    state: Trajectory, stop_reason: str, started: float, extra: dict[str, Any] | None = None
+) -> Rollout:
+    """The Rollout of a finished trajectory, with its code-call counts."""
     return Rollout(
         text=state.final_text,
         stop_reason=stop_reason,
@@ -190,12 +199,12 @@ async def run_tool_loop(
         retries=state.retries,
         cached=state.all_cached and state.turns > 0,
         transcript=tuple(state.transcript),
-        extra=tool_stats(state.transcript),
+        extra={**tool_stats(state.transcript), **(extra or {})},
     )
 
 
 async def _run_turns(
-    ctx: RolloutContext, state: _Trajectory, budget: LoopBudget, native: bool, answer_marker: str
+    ctx: RolloutContext, state: Trajectory, budget: LoopBudget, native: bool, answer_marker: str
 ) -> str:
     while True:
         if state.turns >= budget.max_turns:
@@ -226,7 +235,7 @@ async def _run_turns(
             return "token_budget"
 
 
-def _account(state: _Trajectory, completion: Completion) -> None:
+def _account(state: Trajectory, completion: Completion) -> None:
     state.turns += 1
     state.final_text = completion.text
     state.finish_reason = completion.finish_reason
@@ -241,7 +250,7 @@ def _account(state: _Trajectory, completion: Completion) -> None:
         state.tokens_used += completion.completion_tokens
 
 
-def _record_turn(state: _Trajectory, completion: Completion, action: Action, native: bool) -> None:
+def _record_turn(state: Trajectory, completion: Completion, action: Action, native: bool) -> None:
     message: dict[str, Any] = {"role": "assistant", "content": completion.text}
     if native and completion.tool_calls:
         message["tool_calls"] = [
@@ -270,7 +279,7 @@ def _record_turn(state: _Trajectory, completion: Completion, action: Action, nat
 
 
 async def _call_tool(
-    ctx: RolloutContext, state: _Trajectory, code: str, native: bool, budget: LoopBudget
+    ctx: RolloutContext, state: Trajectory, code: str, native: bool, budget: LoopBudget
 ) -> bool:
     """Run the call and show its output to the model. As in the seed, an observation that
     no longer fits the trajectory budget is not shown and the call is not counted."""

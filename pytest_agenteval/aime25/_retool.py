@@ -5,11 +5,10 @@ turns, 8192 trajectory tokens (prompt included), 1024 per turn, 512 per tool res
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..records import Rollout
-from ..tool_loop import PromptTooLong, SandboxFailure, tool_stats, turn_seed
+from ..tool_loop import PromptTooLong, SandboxFailure, Trajectory, finished_rollout, turn_seed
 from ._conversation import open_conversation
 from ._protocol import (
     fit_tool_content,
@@ -24,24 +23,10 @@ if TYPE_CHECKING:
     from ..suite import RolloutContext
 
 
-@dataclass
-class _State:
-    turns: int = 0
-    code_calls: int = 0
-    final_text: str = ""
-    finish_reason: str = "stop"
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    attempts: int = 0
-    retries: int = 0
-    all_cached: bool = True
-    transcript: list[dict[str, Any]] = field(default_factory=list)
-
-
 async def retool_rollout(ctx: RolloutContext) -> Rollout:
     settings = ctx.settings
     conversation = open_conversation(ctx.sampler, initial_messages(ctx.problem.text))
-    state = _State()
+    state = Trajectory()
     started = time.monotonic()
     if await conversation.prompt_length() >= settings.max_trajectory_tokens:
         raise PromptTooLong(
@@ -49,28 +34,11 @@ async def retool_rollout(ctx: RolloutContext) -> Rollout:
             f"budget of {settings.max_trajectory_tokens}; raise --max-trajectory-tokens"
         )
     stop_reason = await _run(ctx, conversation, state)
-    return Rollout(
-        text=state.final_text,
-        stop_reason=stop_reason,
-        finish_reason=state.finish_reason,
-        turns=state.turns,
-        code_calls=state.code_calls,
-        prompt_tokens=state.prompt_tokens,
-        completion_tokens=state.completion_tokens,
-        latency_s=time.monotonic() - started,
-        attempts=state.attempts,
-        retries=state.retries,
-        cached=state.all_cached and state.turns > 0,
-        transcript=tuple(state.transcript),
-        extra={
-            **tool_stats(state.transcript),
-            "continuation": conversation.mode,
-            "token_counting": conversation.counting,
-        },
-    )
+    extra = {"continuation": conversation.mode, "token_counting": conversation.counting}
+    return finished_rollout(state, stop_reason, started, extra)
 
 
-async def _run(ctx: RolloutContext, conversation: Any, state: _State) -> str:
+async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str:
     settings = ctx.settings
     while True:
         room = settings.max_trajectory_tokens - await conversation.prompt_length()
@@ -100,7 +68,7 @@ async def _run(ctx: RolloutContext, conversation: Any, state: _State) -> str:
             return "token_budget"
 
 
-def _account(state: _State, completion: Any, text: str, parsed: Any) -> None:
+def _account(state: Trajectory, completion: Any, text: str, parsed: Any) -> None:
     state.turns += 1
     state.finish_reason = completion.finish_reason
     state.prompt_tokens += completion.prompt_tokens
@@ -124,7 +92,7 @@ def _account(state: _State, completion: Any, text: str, parsed: Any) -> None:
     )
 
 
-async def _call_tool(ctx: RolloutContext, conversation: Any, state: _State, code: str, text: str) -> bool:
+async def _call_tool(ctx: RolloutContext, conversation: Any, state: Trajectory, code: str, text: str) -> bool:
     """Run the call; show its output shrunk to fit (rollout.py finish_advance). False when
     not even 64 characters of it fit the trajectory budget: the call is then not counted."""
     result = await ctx.resources.run_code(code, ctx, state.code_calls, auto_print=False)

@@ -173,7 +173,7 @@ def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
     try:
         tree = ast.parse(code, FILENAME)
         last = None
-        if auto_print and tree.body and isinstance(tree.body[-1], ast.Expr):
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
         exec(compile(tree, FILENAME, "exec"), namespace)
         if last is not None:
