@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .records import ProblemRecord
+from .results import read_jsonl
 
 ITERATIONS = 2000
 HEADLINE = {"bfcl": "accuracy", "gaia": "accuracy"}  # others: average_at_n
@@ -54,11 +55,11 @@ def load_baseline(path: Path) -> dict[str, dict[str, float]]:
             f"--agenteval-compare {path}: no such file; give a results JSONL of an earlier run"
         )
     scores: dict[str, dict[str, float]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise BaselineError(f"--agenteval-compare {path}:{number}: not valid JSON") from None
+
+    def bad_line(number: int, _: json.JSONDecodeError) -> Exception:
+        return BaselineError(f"--agenteval-compare {path}:{number}: not valid JSON")
+
+    for _, row in read_jsonl(path, bad_line):
         if row.get("type") == "problem" and row.get("complete", True) and row.get("generations"):
             correct = sum(bool(g.get("correct")) for g in row["generations"])
             scores.setdefault(row["suite"], {})[str(row["problem_id"])] = correct / len(row["generations"])

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -49,6 +49,21 @@ def check_writable(path: Path) -> None:
     probe.unlink()
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
+
+
+def read_jsonl(
+    path: Path, bad_line: Callable[[int, json.JSONDecodeError], Exception]
+) -> Iterator[tuple[int, Any]]:
+    """(line number, row) of a JSONL file, blank lines skipped; a line that is not JSON
+    raises what `bad_line(number, error)` makes of it (each reader names its own fix)."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise bad_line(number, exc) from None
 
 
 def _line(data: Mapping[str, Any]) -> str:

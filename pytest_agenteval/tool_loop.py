@@ -139,6 +139,16 @@ class Trajectory:
     final_text: str = ""
     finish_reason: str = "stop"
 
+    def count_turn(self, completion: Completion) -> None:
+        """One more model turn: its tokens, requests and cache state."""
+        self.turns += 1
+        self.finish_reason = completion.finish_reason
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.attempts += completion.attempts
+        self.retries += max(0, completion.attempts - 1)
+        self.all_cached = self.all_cached and completion.cached
+
 
 class SandboxFailure(RuntimeError):
     """The sandbox itself failed: the generation is missing, not wrong."""
@@ -236,14 +246,8 @@ async def _run_turns(
 
 
 def _account(state: Trajectory, completion: Completion) -> None:
-    state.turns += 1
+    state.count_turn(completion)
     state.final_text = completion.text
-    state.finish_reason = completion.finish_reason
-    state.prompt_tokens += completion.prompt_tokens
-    state.completion_tokens += completion.completion_tokens
-    state.attempts += completion.attempts
-    state.retries += max(0, completion.attempts - 1)
-    state.all_cached = state.all_cached and completion.cached
     if completion.prompt_tokens:  # the backend's own count of the whole conversation
         state.tokens_used = completion.prompt_tokens + completion.completion_tokens
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..samplers import Completion, SamplingParams
 from ..samplers._base import approx_token_count
-from ..samplers._template import next_prompt_tokens
+from ..samplers._template import assistant_boundary, next_prompt_tokens
 from ._protocol import CODE_TOOL
 
 TOOLS = [CODE_TOOL]
@@ -36,6 +36,7 @@ class TokenConversation:
         self.prompt: list[int] = []
         self._before: list[dict[str, Any]] = []
         self._completion: tuple[int, ...] = ()
+        self._boundary: tuple[list[int], list[int]] | None = None  # of the last assistant turn
         self._fitted: tuple[str, list[int]] = ("", [])  # the last observation measured, its prompt
 
     async def prompt_length(self) -> int:
@@ -50,14 +51,17 @@ class TokenConversation:
 
     def add_assistant(self, text: str, completion: Completion) -> None:
         self._before = list(self.messages)
+        self._boundary = None
         self.messages.append({"role": "assistant", "content": text})
 
     def tool_call_id(self, default: str) -> str:
         return default
 
     async def next_prompt(self, tool_message: Mapping[str, Any]) -> list[int]:
+        if self._boundary is None:  # the same for every cut of this turn's tool output
+            self._boundary = await assistant_boundary(self.tokenizer, TOOLS, self._before)
         return await next_prompt_tokens(
-            self.tokenizer, TOOLS, self._before, self.prompt, self._completion, tool_message
+            self.tokenizer, TOOLS, self._before, self.prompt, self._completion, tool_message, self._boundary
         )
 
     async def length_with(self, tool_message: Mapping[str, Any]) -> int:

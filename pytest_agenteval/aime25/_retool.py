@@ -69,13 +69,7 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
 
 
 def _account(state: Trajectory, completion: Any, text: str, parsed: Any) -> None:
-    state.turns += 1
-    state.finish_reason = completion.finish_reason
-    state.prompt_tokens += completion.prompt_tokens
-    state.completion_tokens += completion.completion_tokens
-    state.attempts += completion.attempts
-    state.retries += max(0, completion.attempts - 1)
-    state.all_cached = state.all_cached and completion.cached
+    state.count_turn(completion)
     state.transcript.append(
         {
             "role": "assistant",

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..results import read_jsonl
+
 
 class ReportError(ValueError):
     """A report that cannot be made; the message is one line naming the fix."""
@@ -51,18 +53,15 @@ def load_run(path: Path, label: str | None = None) -> Run:
         raise ReportError(f"{path}: no such file; give results JSONL files written by a pytest-agenteval run")
     summaries: dict[str, Mapping[str, Any]] = {}
     problems: dict[str, dict[str, Mapping[str, Any]]] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise ReportError(f"{path}:{number}: not valid JSON; is it a results file?") from None
-            if row.get("type") == "summary":
-                summaries[row["suite"]] = row  # the last one of a suite wins, as in the lab
-            elif row.get("type") == "problem":
-                problems.setdefault(row["suite"], {})[str(row["problem_id"])] = row
+
+    def bad_line(number: int, _: json.JSONDecodeError) -> Exception:
+        return ReportError(f"{path}:{number}: not valid JSON; is it a results file?")
+
+    for _, row in read_jsonl(path, bad_line):
+        if row.get("type") == "summary":
+            summaries[row["suite"]] = row  # the last one of a suite wins, as in the lab
+        elif row.get("type") == "problem":
+            problems.setdefault(row["suite"], {})[str(row["problem_id"])] = row
     if not summaries:
         hint = (
             "the run did not finish (a .partial file)" if path.suffix == ".partial" else "not a results file"

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..results import read_jsonl
 from ._base import ModelIdentity, SamplerError
 from ._llama import file_fingerprint
 
@@ -50,27 +51,24 @@ def _load(path: Path) -> dict[str, dict[int, Mapping[str, Any]]]:
     if not path.is_file():
         raise ReplayError(f"replay file {path} does not exist; give an existing JSONL file")
     samples: dict[str, dict[int, Mapping[str, Any]]] = defaultdict(dict)
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ReplayError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if row.get("type") == "summary":
-                continue
-            if row.get("type") == "problem":
-                for generation in row.get("generations", ()):
-                    samples[str(row["problem_id"])][int(generation["sample_index"])] = generation
-                continue
-            missing = {"problem_id", "sample_index", "text"} - row.keys()
-            if missing:
-                raise ReplayError(
-                    f"{path}:{number}: replay lines need problem_id, sample_index and text "
-                    f"(missing {', '.join(sorted(missing))})"
-                )
-            samples[str(row["problem_id"])][int(row["sample_index"])] = row
+
+    def bad_line(number: int, exc: json.JSONDecodeError) -> Exception:
+        return ReplayError(f"{path}:{number}: not valid JSON ({exc.msg})")
+
+    for number, row in read_jsonl(path, bad_line):
+        if row.get("type") == "summary":
+            continue
+        if row.get("type") == "problem":
+            for generation in row.get("generations", ()):
+                samples[str(row["problem_id"])][int(generation["sample_index"])] = generation
+            continue
+        missing = {"problem_id", "sample_index", "text"} - row.keys()
+        if missing:
+            raise ReplayError(
+                f"{path}:{number}: replay lines need problem_id, sample_index and text "
+                f"(missing {', '.join(sorted(missing))})"
+            )
+        samples[str(row["problem_id"])][int(row["sample_index"])] = row
     if not samples:
         raise ReplayError(f"{path}: no generations found")
     return dict(samples)

@@ -127,6 +127,27 @@ def _suffix_prefix_overlap(tokens: Sequence[int], suffix: Sequence[int]) -> int:
     return 0
 
 
+_PLACEHOLDER = {"role": "assistant", "content": "x"}
+
+
+async def assistant_boundary(
+    tokenizer: Any,
+    tools: Sequence[Mapping[str, Any]] | None,
+    messages_before_assistant: Sequence[Mapping[str, Any]],
+) -> tuple[list[int], list[int]]:
+    """(the conversation with a placeholder assistant turn, the ids that close that turn),
+    rendered once per assistant turn: they do not depend on the tool output."""
+    canonical_prompt = await tokenizer.arender(messages_before_assistant, tools, True)
+    assistant_end = await tokenizer.arender([*messages_before_assistant, _PLACEHOLDER], tools, False)
+    action = [*canonical_prompt, *await tokenizer.aencode("x")]
+    if assistant_end[: len(action)] != action:
+        raise TemplateError(
+            "the chat template does not end the assistant turn where the sampled tokens end; "
+            "token-in/token-out continuation is impossible with it"
+        )
+    return assistant_end, assistant_end[len(action) :]
+
+
 async def next_prompt_tokens(
     tokenizer: Any,
     tools: Sequence[Mapping[str, Any]] | None,
@@ -134,22 +155,18 @@ async def next_prompt_tokens(
     previous_prompt: Sequence[int],
     completion: Sequence[int],
     tool_message: Mapping[str, Any],
+    boundary: tuple[list[int], list[int]] | None = None,
 ) -> list[int]:
     """The lab's `build_next_prompt`: the sampled ids verbatim, then the template's
     assistant-closing ids (those the sampler did not already return), then the ids the
     template adds for the tool message. The deltas come from a placeholder assistant
     message, so a template that rewrites assistant text cannot move the boundary.
-    `tokenizer` has async `arender` and `aencode` (a local ChatTokenizer or a server's)."""
-    canonical_prompt = await tokenizer.arender(messages_before_assistant, tools, True)
-    with_assistant = [*messages_before_assistant, {"role": "assistant", "content": "x"}]
-    assistant_end = await tokenizer.arender(with_assistant, tools, False)
-    action = [*canonical_prompt, *await tokenizer.aencode("x")]
-    if assistant_end[: len(action)] != action:
-        raise TemplateError(
-            "the chat template does not end the assistant turn where the sampled tokens end; "
-            "token-in/token-out continuation is impossible with it"
-        )
-    closing = assistant_end[len(action) :]
+    `tokenizer` has async `arender` and `aencode` (a local ChatTokenizer or a server's);
+    `boundary` is `assistant_boundary`'s answer, when the caller kept it."""
+    if boundary is None:
+        boundary = await assistant_boundary(tokenizer, tools, messages_before_assistant)
+    assistant_end, closing = boundary
+    with_assistant = [*messages_before_assistant, _PLACEHOLDER]
     next_canonical = await tokenizer.arender([*with_assistant, dict(tool_message)], tools, True)
     if next_canonical[: len(assistant_end)] != assistant_end:
         raise TemplateError("the chat template rewrites earlier messages when a tool message is added")
@@ -161,7 +178,13 @@ async def next_prompt_tokens(
 def tokenizer_from_file(path: str | Path) -> ChatTokenizer:
     """`--tokenizer PATH`: a `tokenizer.json` (or the folder holding it) through the
     `tokenizers` package, with the chat template from `tokenizer_config.json` or
-    `chat_template.jinja` beside it. Raises ValueError with one line naming the fix."""
+    `chat_template.jinja` beside it. Raises ValueError with one line naming the fix.
+    Loaded once per process: start-up validation and the sampler share it."""
+    return _tokenizer_from_file(str(path))
+
+
+@lru_cache(maxsize=4)
+def _tokenizer_from_file(path: str) -> ChatTokenizer:
     target = Path(path).expanduser()
     folder = target if target.is_dir() else target.parent
     file = target / "tokenizer.json" if target.is_dir() else target
