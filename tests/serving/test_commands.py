@@ -23,7 +23,9 @@ from pytest_agenteval.serving.resolve import ResolveError, resolve_model_path
 from .test_resolve import make_adapter, make_checkpoint
 
 
-@pytest.mark.parametrize(("rank", "allowed"), [(1, 1), (4, 8), (8, 8), (16, 16), (24, 32), (320, 320), (500, 512)])
+@pytest.mark.parametrize(
+    ("rank", "allowed"), [(1, 1), (4, 8), (8, 8), (16, 16), (24, 32), (320, 320), (500, 512)]
+)
 def test_lora_rank_rounds_up_to_what_vllm_allows(rank: int, allowed: int) -> None:
     assert lora_rank_for_vllm(rank) == allowed
 
@@ -65,7 +67,8 @@ def test_vllm_command_serves_adapters_beside_their_base(tmp_path: Path) -> None:
         "--max-lora-rank", "32",
         "--max-loras", "1",
         "--lora-modules",
-        json.dumps({"name": name, "path": str(tmp_path / "my-lora"), "base_model_name": adapter.base.served_name}),
+        json.dumps({"name": name, "path": str(tmp_path / "my-lora"),
+                    "base_model_name": adapter.base.served_name}),
     ]  # fmt: skip
     assert spec.argv[2] == str(base_dir)  # the server loads the base
     assert spec.served_name == adapter.base.served_name

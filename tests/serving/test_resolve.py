@@ -42,7 +42,11 @@ def test_gguf_identity_is_the_files_sha256(tmp_path: Path) -> None:
     gguf.write_bytes(b"GGUF-bytes")
     model = resolve_model_path(str(gguf))
     expected = "dd10e69100403e528487fc240795928e05a8e32bee5e59c3d450c8c60baf30f2"  # sha256sum of the bytes
-    assert (model.kind, model.fingerprint, model.served_name) == ("gguf", expected, f"agenteval-{expected[:12]}")
+    assert (model.kind, model.fingerprint, model.served_name) == (
+        "gguf",
+        expected,
+        f"agenteval-{expected[:12]}",
+    )
 
 
 def test_checkpoint_identity_covers_config_tokenizer_and_weights(tmp_path: Path) -> None:
@@ -140,7 +144,9 @@ def test_uncached_hub_id_offline_names_the_switch_and_the_download(
 def test_scheme_values_are_left_to_their_backends(tmp_path: Path) -> None:
     assert resolve_model_path("trio://run/step-3").kind == "scheme"
     seen = []
-    register_scheme("fake-test", lambda value: seen.append(value) or resolve_model_path(str(tmp_path / "x.gguf")))
+    register_scheme(
+        "fake-test", lambda value: seen.append(value) or resolve_model_path(str(tmp_path / "x.gguf"))
+    )
     (tmp_path / "x.gguf").write_bytes(b"x")
     assert resolve_model_path("fake-test://abc").kind == "gguf"
     assert seen == ["fake-test://abc"]
@@ -164,4 +170,6 @@ def test_hashes_are_cached_on_disk_by_path_size_and_mtime(tmp_path: Path) -> Non
     cache.write_text(json.dumps({key: "remembered"}))  # a later run trusts the record...
     assert FileHashes(cache).sha256(target) == "remembered"
     target.write_bytes(b"abcd")  # ...until size or mtime change
-    assert FileHashes(cache).sha256(target) == "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
+    assert (
+        FileHashes(cache).sha256(target) == "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
+    )
