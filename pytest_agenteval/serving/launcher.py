@@ -214,8 +214,27 @@ def _wait_ready(
         time.sleep(POLL_S)
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group. Zombies are dead: they hold no
+    memory or GPU, and where pid 1 does not reap (some containers) they stay forever."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
+
+
 def group_empty(pgid: int) -> bool:
-    try:
+    if os.path.isdir("/proc"):
+        return not group_members(pgid)
+    try:  # no /proc: ask the kernel (zombies count as members there)
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return True
