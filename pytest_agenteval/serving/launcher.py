@@ -80,6 +80,11 @@ ACTIVE: list[LaunchedServer] = []  # every server this process started and has n
 _lock = threading.Lock()
 
 
+def new_key() -> str:
+    """A random per-launch API key (replicas of one launch share it)."""
+    return secrets.token_urlsafe(24)
+
+
 def free_port() -> tuple[socket.socket, int]:
     """A loopback port held open (SO_REUSEADDR, not listening) until the child binds it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -139,12 +144,16 @@ def launch(
     say: Callable[[str], None] = lambda line: None,
     progress_every_s: float = PROGRESS_EVERY_S,
     version: str | None = None,
+    key: str | None = None,
 ) -> LaunchedServer:
     """Start `spec`, wait until it lists our served name, and return it. On any failure
     the group is stopped and LaunchError carries the exit code, log path and tail.
     Call from the main thread: the parent-death signal fires when the forking thread ends."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    key = None if keep or spec.key_env is None else secrets.token_urlsafe(24)
+    if keep or spec.key_env is None:
+        key = None  # key-less: a kept server outlives the run that knew the key
+    elif key is None:
+        key = new_key()
     env = {**os.environ, **spec.env, _guard.PARENT_ENV: str(os.getpid()), _guard.GRACE_ENV: str(spec.grace_s)}
     if key is not None and spec.key_env is not None:
         env[spec.key_env] = key

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .commands import ServerSpec, llama_cpp_command, replica_devices, sglang_command, vllm_command
-from .launcher import LaunchedServer, LaunchError, free_port, launch, list_models, stop
+from .launcher import LaunchedServer, LaunchError, free_port, launch, list_models, new_key, stop
 from .probe import probe_adapter
 from .resolve import ResolvedModel
 
@@ -174,6 +174,7 @@ def start(
         urls = ", ".join(s.url for s in servers)
         say(f"agenteval: reusing the kept {backend} server(s) {urls} (--serve-keep)")
     else:
+        key = new_key()
         try:
             for index, (spec, held) in enumerate(specs):
                 log = log_dir / f"server-{spec.served_name}-{index}.log"
@@ -187,6 +188,7 @@ def start(
                         timeout_s=settings.serve_timeout,
                         keep=settings.serve_keep,
                         held=held,
+                        key=key,
                         say=say,
                         version=version,
                     )
