@@ -90,6 +90,9 @@ class Launch:
             "sampling_defaults": dict(self.servers[0].spec.sampling_defaults),
             "fingerprint": self.resolved.fingerprint,
         }
+        notes = [line for s in self.servers for line in server_notes(s.log_path)]
+        if notes:
+            info["server_notes"] = notes
         if self.probe is not None:
             info["adapter_probe"] = dict(self.probe)
         if self.warnings:
@@ -115,6 +118,19 @@ class Launch:
                 if problem:
                     problems.append(problem)
         return problems
+
+
+# Log lines that say the server changed what our requests mean (vLLM: generation_config.json).
+NOTE_MARKERS = ("sampling parameters have been overridden", "Default sampling parameters")
+
+
+def server_notes(log: Path) -> list[str]:
+    """The server's own word on default sampling, kept in the results."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            return sorted({line.strip() for line in handle if any(m in line for m in NOTE_MARKERS)})
+    except OSError:
+        return []
 
 
 def _is_kept(server: LaunchedServer) -> bool:

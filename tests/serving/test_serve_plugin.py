@@ -73,6 +73,16 @@ def test_two_workers_share_the_one_server(run_suite) -> None:
     assert not running(served(summary)["replicas"][0]["pid"])
 
 
+def test_the_cache_key_is_the_model_not_the_launched_port(run_suite, tmp_path: Path) -> None:
+    cached = (*FAST, "--val-n=1", f"--agenteval-cache-dir={tmp_path / 'cache'}")
+    run_suite(*cached, out="one.jsonl")
+    result, out = run_suite(*cached, out="two.jsonl")  # a new server on a new port
+    result.assert_outcomes(failed=4)
+    _, (summary,) = read_results(out)
+    assert summary["backend"]["cache_hits"] == 4
+    assert sum(log.read_text().count(POST) for log in logs(out.parent)) == 4  # all from the first run
+
+
 def test_a_bad_server_flag_is_one_start_up_line_with_the_log_tail(run_suite) -> None:
     result, out = run_suite(*FAST, "--serve-arg=--no-such-flag")
     assert result.ret == 4
