@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..hub import offline_requested
+from ..hub import hub_unreachable, offline_requested
 
 # Files whose bytes decide what the model does: config, tokenizer and weights.
 CONFIG_FILES = ("config.json", "generation_config.json", "adapter_config.json")
@@ -323,6 +323,12 @@ def hub_snapshot(source: str) -> tuple[Path, str]:
             raise ResolveError(
                 f"--model-path {source}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
                 f"download it first (huggingface-cli download {repo_id}) or unset HF_HUB_OFFLINE"
+            ) from None
+        unreachable = hub_unreachable()
+        if unreachable is not None:
+            raise ResolveError(
+                f"--model-path {source}: not in the local Hugging Face cache and the hub is unreachable "
+                f"({unreachable}); download it where the hub answers (huggingface-cli download {repo_id})"
             ) from None
         try:
             folder = snapshot_download(repo_id, revision=revision or None)

@@ -173,3 +173,26 @@ def test_hashes_are_cached_on_disk_by_path_size_and_mtime(tmp_path: Path) -> Non
     assert (
         FileHashes(cache).sha256(target) == "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
     )
+
+
+def test_uncached_hub_id_with_the_hub_unreachable_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a closed loopback port: the "hub" refuses at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(ResolveError) as info:
+        resolve_model_path("someone/not-here")
+    assert str(info.value).startswith(
+        "--model-path someone/not-here: not in the local Hugging Face cache and the hub is unreachable ("
+        f"http://127.0.0.1:{port}: "
+    )
+    assert str(info.value).endswith(
+        "download it where the hub answers (huggingface-cli download someone/not-here)"
+    )
