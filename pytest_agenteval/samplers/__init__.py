@@ -106,7 +106,9 @@ def choose_model(
         return ModelChoice("gguf", path=path)
     from ..serving.resolve import resolve_model_path
 
-    resolved = resolve_model_path(model_path, base_model=base_model, chat_template=chat_template)
+    resolved = resolve_model_path(
+        model_path, base_model=base_model, chat_template=chat_template, identity=False
+    )
     if resolved.kind == "scheme":
         scheme = model_path.split("://")[0]
         raise ValueError(f"--model-path {model_path}: no backend here takes {scheme}:// paths")

@@ -82,8 +82,9 @@ class ResolvedModel:
 class FileHashes:
     """sha256 of files, remembered in a JSON file so a 30 GB checkpoint is read once."""
 
-    def __init__(self, cache_file: Path | None) -> None:
+    def __init__(self, cache_file: Path | None, enabled: bool = True) -> None:
         self.cache_file = cache_file
+        self.enabled = enabled  # False: classify only (no file is read; hashes are "")
         self._known: dict[str, str] = {}
         if cache_file is not None and cache_file.is_file():
             try:
@@ -93,6 +94,8 @@ class FileHashes:
         self._dirty = False
 
     def sha256(self, path: Path) -> str:
+        if not self.enabled:
+            return ""
         stat = path.stat()
         key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
         if key not in self._known:
@@ -125,6 +128,8 @@ def folder_identity(folder: Path, hashes: FileHashes) -> tuple[str, dict[str, st
         and (p.name in CONFIG_FILES or p.name in TOKENIZER_FILES or p.suffix in WEIGHT_SUFFIXES)
     )
     files = {name: hashes.sha256(folder / name) for name in names}
+    if not hashes.enabled:
+        return "", files
     combined = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     return combined, files
 
@@ -173,15 +178,18 @@ def resolve_model_path(
     base_model: str | None = None,
     chat_template: str | None = None,
     hash_cache: Path | None = None,
+    identity: bool = True,
 ) -> ResolvedModel:
-    """Classify `--model-path` and compute its identity; raise ResolveError (one line)."""
+    """Classify `--model-path` and compute its identity; raise ResolveError (one line).
+    `identity=False` only classifies (every process may call that; hashing a 30 GB
+    checkpoint is done once, on the controller, with `hash_cache`)."""
     if "://" in source:
         scheme = source.split("://", 1)[0]
         handler = SCHEMES.get(scheme)
         if handler is not None:
             return handler(source)
         return ResolvedModel("scheme", None, source)  # its backend decides (or rejects) it
-    hashes = FileHashes(hash_cache)
+    hashes = FileHashes(hash_cache, enabled=identity)
     try:
         model = _resolve_local(source, base_model, hashes)
         if model.kind in ("checkpoint", "adapter"):
@@ -197,7 +205,9 @@ def _with_template(model: ResolvedModel, chat_template: str, hashes: FileHashes)
     """A template given on the command line is part of the identity: it changes every prompt."""
     path = Path(chat_template).expanduser().resolve()
     files = {**model.files, "--chat-template": hashes.sha256(path)}
-    combined = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    combined = (
+        hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest() if hashes.enabled else ""
+    )
     return ResolvedModel(
         model.kind,
         model.path,

@@ -125,3 +125,16 @@ def test_llama_cpp_command_turns_off_its_hidden_sampling_defaults(tmp_path: Path
     )  # fmt: skip
     assert dict(spec.sampling_defaults) == {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
     assert spec.key_env == "API_KEY"
+
+
+def test_several_adapters_share_one_vllm_server(tmp_path: Path) -> None:
+    base_dir = make_checkpoint(tmp_path / "base")
+    small = resolve_model_path(str(make_adapter(tmp_path / "r4", str(base_dir), rank=4)))
+    large = resolve_model_path(str(make_adapter(tmp_path / "r24", str(base_dir), rank=24)))
+    spec = vllm_command(small, 9000, adapters=[small, large])
+    argv = list(spec.argv)
+    assert argv[argv.index("--max-lora-rank") + 1] == "32"  # the largest r (24), rounded up
+    assert argv[argv.index("--max-loras") + 1] == "2"
+    modules = [json.loads(x) for x in argv[argv.index("--lora-modules") + 1 :]]
+    assert [m["path"] for m in modules] == [str(tmp_path / "r4"), str(tmp_path / "r24")]
+    assert list(spec.adapters) == [adapter_served_name(small), adapter_served_name(large)]

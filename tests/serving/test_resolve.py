@@ -196,3 +196,10 @@ def test_uncached_hub_id_with_the_hub_unreachable_is_one_line(
     assert str(info.value).endswith(
         "download it where the hub answers (huggingface-cli download someone/not-here)"
     )
+
+
+def test_classifying_reads_no_weights(tmp_path: Path) -> None:
+    folder = make_checkpoint(tmp_path / "ckpt")
+    (folder / "model.safetensors").chmod(0)  # unreadable (for non-root): hashing would fail
+    model = resolve_model_path(str(folder), identity=False)
+    assert (model.kind, model.fingerprint, set(model.files.values())) == ("checkpoint", "", {""})
