@@ -30,6 +30,15 @@ from . import _guard
 from .commands import HOST, ServerSpec, printable
 
 TAIL_LINES = 10
+# Log lines after which a server never becomes ready, although its process lives on
+# (inspect_ai's vllm.py keeps a similar list): fail at once instead of at --serve-timeout.
+FATAL_MARKERS = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "less than desired GPU memory utilization",
+    "No CUDA GPUs are available",
+    "Address already in use",
+)
 PROGRESS_EVERY_S = 30.0
 POLL_S = 0.25
 
@@ -201,6 +210,9 @@ def _wait_ready(
         code = server.process.poll()
         if code is not None:
             raise _failure(spec, server.log_path, f"exited with code {code} before it was ready")
+        fatal = _fatal_line(server.log_path)
+        if fatal is not None:
+            raise _failure(spec, server.log_path, f"reported a fatal error before it was ready ({fatal})")
         status, models = list_models(spec.url, server.key, timeout_s=2.0)
         if status == 200 and spec.served_name in models:
             return time.monotonic() - started
@@ -221,6 +233,17 @@ def _wait_ready(
             )
             next_progress = now + progress_every_s
         time.sleep(POLL_S)
+
+
+def _fatal_line(log: Path, window: int = 16384) -> str | None:
+    """The first known fatal marker in the end of the log, if any."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, log.stat().st_size - window))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    return next((marker for marker in FATAL_MARKERS if marker in text), None)
 
 
 def group_members(pgid: int) -> list[int]:

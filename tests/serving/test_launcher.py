@@ -196,3 +196,16 @@ def test_a_sigkilled_controller_leaves_no_server(smollm: ResolvedModel, tmp_path
     finally:
         if controller.poll() is None:
             controller.kill()
+
+
+def test_a_fatal_log_line_fails_the_start_at_once(tmp_path: Path) -> None:
+    held, port = free_port()
+    script = "print('torch.OutOfMemoryError: CUDA out of memory', flush=True); import time; time.sleep(99)"
+    spec = ServerSpec("vllm", (sys.executable, "-c", script), port, "agenteval-x", None, grace_s=1.0)
+    with pytest.raises(LaunchError) as info:
+        launch(spec, tmp_path / "server.log", timeout_s=600, held=held)  # long before the timeout
+    assert str(info.value).startswith(
+        "vllm server reported a fatal error before it was ready (CUDA out of memory); "
+        f"log {tmp_path / 'server.log'}: # agenteval launch: "
+    )
+    assert not ACTIVE
