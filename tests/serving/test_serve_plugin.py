@@ -106,7 +106,9 @@ def test_a_server_killed_mid_run_turns_the_remaining_items_into_errors(run_suite
         )
         assert late["error"].endswith(f"its log: {log}")
     assert summary["backend"]["launched_server_died"] == 1
-    assert summary["backend"].get("retries", 0) == 0  # no retry storm against a dead port
+    # no retry storm against a dead port (of --max-attempts 8): at most the one request that
+    # met the connection reset while the kernel was still tearing the process down
+    assert summary["backend"].get("retries", 0) <= 1
     assert summary["complete"] is False
 
 
