@@ -164,8 +164,10 @@ def launch(
     elif key is None:
         key = new_key()
     env = {**os.environ, **spec.env, _guard.PARENT_ENV: str(os.getpid()), _guard.GRACE_ENV: str(spec.grace_s)}
-    if key is not None and spec.key_env is not None:
-        env[spec.key_env] = key
+    if spec.key_env is not None:  # ours, or none at all: never a stray key from the parent
+        env.pop(spec.key_env, None)
+        if key is not None:
+            env[spec.key_env] = key
     if keep:
         env[_guard.KEEP_ENV] = "1"
     with open(log_path, "ab") as log:

@@ -72,7 +72,10 @@ def grandchild_of(log: Path) -> int:
     return int(line.split()[1])
 
 
-def test_start_up_is_ours_keyed_and_torn_down(smollm: ResolvedModel, tmp_path: Path) -> None:
+def test_start_up_is_ours_keyed_and_torn_down(
+    smollm: ResolvedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_KEY", "stray-parent-key")  # must neither leak in nor be overwritten
     held, port = free_port()
     spec = llama_cpp_command(smollm, port, n_threads=1, n_ctx=512)
     server = launch(spec, tmp_path / "server.log", timeout_s=120, held=held)
@@ -81,7 +84,8 @@ def test_start_up_is_ours_keyed_and_torn_down(smollm: ResolvedModel, tmp_path: P
         assert list_models(spec.url, server.key) == (200, [smollm.served_name])
         assert list_models(spec.url, None)[0] == 401  # the per-launch key is required
         assert server.key not in " ".join(spec.argv)
-        assert "API_KEY" not in os.environ  # the key lives in the child's environment only
+        assert list_models(spec.url, "stray-parent-key")[0] == 401
+        assert os.environ["API_KEY"] == "stray-parent-key"  # our key lives in the child's env only
         assert server.key not in (tmp_path / "server.log").read_text()
         assert server in ACTIVE
     finally:
