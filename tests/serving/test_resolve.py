@@ -109,6 +109,14 @@ def test_adapter_without_any_base_asks_for_base_model(tmp_path: Path) -> None:
     assert resolve_model_path(str(lora), base_model=str(base)).base.path == base  # type: ignore[union-attr]
 
 
+def use_hub_cache(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """huggingface_hub reads HF_HUB_CACHE once, at import (another test may have imported it)."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(folder))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(folder))
+
+
 def _hub_cache(root: Path, repo: str, commit: str) -> Path:
     folder = root / f"models--{repo.replace('/', '--')}"
     (folder / "refs").mkdir(parents=True)
@@ -121,7 +129,7 @@ def test_hub_id_resolves_from_the_local_cache_with_its_revision(
 ) -> None:
     commit = "0123456789abcdef0123456789abcdef01234567"
     snapshot = _hub_cache(tmp_path / "hub", "someone/tiny-model", commit)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    use_hub_cache(monkeypatch, tmp_path / "hub")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model = resolve_model_path("someone/tiny-model")
     assert (model.kind, model.path, model.revision) == ("checkpoint", snapshot, commit)
@@ -131,7 +139,7 @@ def test_hub_id_resolves_from_the_local_cache_with_its_revision(
 def test_uncached_hub_id_offline_names_the_switch_and_the_download(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    use_hub_cache(monkeypatch, tmp_path / "empty")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ResolveError) as info:
         resolve_model_path("someone/not-here")
@@ -183,7 +191,7 @@ def test_uncached_hub_id_with_the_hub_unreachable_is_one_line(
     with socket.socket() as sock:  # a closed loopback port: the "hub" refuses at once
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    use_hub_cache(monkeypatch, tmp_path / "empty")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
