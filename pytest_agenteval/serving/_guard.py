@@ -17,6 +17,14 @@ PR_SET_PDEATHSIG = 1
 PARENT_ENV = "AGENTEVAL_GUARD_PARENT"  # the controller's pid, to close the fork/prctl race
 GRACE_ENV = "AGENTEVAL_GUARD_GRACE"
 KEEP_ENV = "AGENTEVAL_GUARD_KEEP"  # --serve-keep: outlive the controller on purpose
+POLL_S = 0.05
+
+
+def _signal_group(signum: int) -> None:
+    try:
+        os.killpg(0, signum)
+    except ProcessLookupError:
+        pass
 
 
 def set_parent_death_signal(signum: int) -> bool:
@@ -26,20 +34,6 @@ def set_parent_death_signal(signum: int) -> bool:
         return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
-
-
-def _stop_group(child: subprocess.Popen[Any], grace_s: float) -> None:
-    """SIGTERM to everyone in the group but us, a grace period, then SIGKILL (us included)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        os.killpg(0, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + grace_s
-    while child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(0, signal.SIGKILL)  # grandchildren too; ends this process
 
 
 def main(argv: list[str]) -> int:
@@ -58,18 +52,28 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"cannot start {argv[0]}: {exc}\n")
         return 127
 
+    stop_at: list[float] = []  # set by a signal: the moment the grace period ends
+
     def on_signal(signum: int, frame: Any) -> None:
-        _stop_group(child, grace_s)
+        # Only note it and pass SIGTERM on: the waiting happens below, because
+        # Popen.poll() inside a handler interrupting Popen.wait() cannot take its lock.
+        if not stop_at:
+            stop_at.append(time.monotonic() + grace_s)
+            for ignored in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(ignored, signal.SIG_IGN)
+            _signal_group(signal.SIGTERM)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
-    code = child.wait()
-    # The server is gone: its helpers go too, but this guard reports the server's exit code.
+    while (code := child.poll()) is None:
+        if stop_at and time.monotonic() > stop_at[0]:
+            _signal_group(signal.SIGKILL)  # the grace is over: everyone, this guard included
+        time.sleep(POLL_S)
+    if stop_at:
+        _signal_group(signal.SIGKILL)  # the server is gone; its helpers go now, and so do we
+    # The server exited on its own: its helpers get SIGTERM, the guard reports its exit code.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        os.killpg(0, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
+    _signal_group(signal.SIGTERM)
     return code if code >= 0 else 128 - code
 
 
