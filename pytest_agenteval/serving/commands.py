@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .resolve import ResolvedModel, ResolveError
@@ -17,6 +18,27 @@ from .resolve import ResolvedModel, ResolveError
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 MAX_LORAS_CAP = 8
 HOST = "127.0.0.1"
+
+
+# vLLM tool-call parsers by config.json model_type, so `--bfcl-style native` gets tool_calls back
+TOOL_PARSERS = {
+    "qwen2": "hermes",
+    "qwen2_moe": "hermes",
+    "qwen3": "hermes",
+    "qwen3_moe": "hermes",
+    "llama": "llama3_json",
+    "mistral": "mistral",
+}
+
+
+def tool_parser(checkpoint: Path) -> str | None:
+    """The parser for a checkpoint's family; None where we do not know it (then tools come
+    back as raw text, which `--bfcl-style prompting` reads anyway)."""
+    try:
+        model_type = json.loads((checkpoint / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return TOOL_PARSERS.get(str(model_type))
 
 
 @dataclass(frozen=True)
@@ -143,6 +165,9 @@ def vllm_command(
     ]  # fmt: skip
     if model.chat_template:
         argv += ["--chat-template", model.chat_template]
+    parser = tool_parser(base.path)
+    if parser is not None:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
     all_adapters = list(adapters) or ([model] if model.kind == "adapter" else [])
     names: dict[str, str] = {}
     if all_adapters:

@@ -138,3 +138,21 @@ def test_several_adapters_share_one_vllm_server(tmp_path: Path) -> None:
     modules = [json.loads(x) for x in argv[argv.index("--lora-modules") + 1 :]]
     assert [m["path"] for m in modules] == [str(tmp_path / "r4"), str(tmp_path / "r24")]
     assert list(spec.adapters) == [adapter_served_name(small), adapter_served_name(large)]
+
+
+@pytest.mark.parametrize(
+    ("model_type", "parser"), [("qwen3", "hermes"), ("llama", "llama3_json"), ("mistral", "mistral")]
+)
+def test_vllm_gets_the_tool_parser_of_the_model_family(tmp_path: Path, model_type: str, parser: str) -> None:
+    model = resolve_model_path(str(make_checkpoint(tmp_path / "ckpt", model_type=model_type)))
+    argv = list(vllm_command(model, 8000).argv)
+    assert argv[argv.index("--enable-auto-tool-choice") :] == [
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        parser,
+    ]
+
+
+def test_an_unknown_family_gets_no_tool_parser(tmp_path: Path) -> None:
+    model = resolve_model_path(str(make_checkpoint(tmp_path / "ckpt", model_type="gpt_bigcode")))
+    assert "--enable-auto-tool-choice" not in vllm_command(model, 8000).argv

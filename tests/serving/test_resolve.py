@@ -17,9 +17,11 @@ from pytest_agenteval.serving.resolve import (
 TEMPLATE = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|>"
 
 
-def make_checkpoint(folder: Path, weights: bytes = b"weights-1", template: bool = True) -> Path:
+def make_checkpoint(
+    folder: Path, weights: bytes = b"weights-1", template: bool = True, model_type: str = "smollm-test"
+) -> Path:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, "hidden_size": 8}))
     (folder / "model.safetensors").write_bytes(weights)
     tokenizer_config = {"chat_template": TEMPLATE} if template else {"model_max_length": 2048}
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
