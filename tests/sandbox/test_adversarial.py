@@ -338,7 +338,8 @@ def _env_cleared_daemon(tag: str, then: str) -> str:
         if pid == 0:
             os.setsid()
             if os.fork() == 0:
-                os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)", {tag!r}], {{}})
+                argv = [sys.executable, "-c", "import time; time.sleep(120)", {tag!r}]
+                os.execve(sys.executable, argv, {{}})
             os._exit(0)
         os.waitpid(pid, 0)
         print("DAEMON_STARTED", flush=True)
@@ -390,7 +391,11 @@ def test_an_env_cleared_daemon_dies_with_a_killed_zygote(sb, rep):
 def test_the_sandbox_token_is_not_visible_to_the_code(sb, rep):
     if "cgroup" not in rep["layers"]:
         pytest.skip("no cgroup here: the environment marker is the fallback and stays visible")
-    code = "import os\nprint('AGENTEVAL' in str(sorted(os.environ)), b'AGENTEVAL' in open('/proc/self/environ','rb').read())"
+    code = (
+        "import os\n"
+        "raw = open('/proc/self/environ', 'rb').read()\n"
+        "print('AGENTEVAL' in str(sorted(os.environ)), b'AGENTEVAL' in raw)"
+    )
     assert sb.run_sync(code).output == "False False\n"
 
 
