@@ -331,10 +331,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     counts = runtime.backend_counts()
     if _is_worker(session.config):
         session.config.workeroutput["agenteval_backend"] = counts  # type: ignore[attr-defined]
+        session.config.workeroutput["agenteval_storage"] = runtime.storage_notes()  # type: ignore[attr-defined]
     else:
         collector = session.config.pluginmanager.get_plugin("agenteval-results")
         if collector is not None:
             collector.add_backend_counts(counts)
+            collector.add_storage_notes(runtime.storage_notes())
 
 
 class _XdistController:
