@@ -37,7 +37,6 @@ def _digest(payload: Any) -> str:
 class GenerationCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (segment, offset, length)
         self._offsets: dict[Path, int] = {}
         self._lock = threading.Lock()
@@ -47,13 +46,20 @@ class GenerationCache:
         self.writes = 0
         self.notes: list[str] = []  # storage problems, one line each, for the summary
         self._broken: str | None = None  # why writing stopped
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._stop(exc)
         self.refresh()
 
     def refresh(self) -> None:
         """Index lines other processes appended since the last look."""
         with self._lock:
             for segment in sorted(self.directory.glob("*.jsonl")):
-                self._scan(segment)
+                try:
+                    self._scan(segment)
+                except OSError as exc:  # unreadable: its generations are requested again
+                    self._note(f"cache segment {segment}: not readable ({exc.strerror or exc}); skipped")
 
     def _scan(self, segment: Path) -> None:
         start = self._offsets.get(segment, 0)
@@ -117,16 +123,19 @@ class GenerationCache:
                 if written != len(line):  # a full disk took part of the line
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             except OSError as exc:
-                self._broken = exc.strerror or str(exc)
-                self._note(
-                    f"the generation cache in {self.directory} could not be written "
-                    f"({self._broken}): caching stopped there; this run's results are "
-                    "complete, a rerun requests again only what was not cached"
-                )
+                self._stop(exc)
                 return
             self._offsets[self._segment] = offset + len(line)
             self._index[key] = (self._segment, offset + KEY_LENGTH + 1, len(payload))
             self.writes += 1
+
+    def _stop(self, exc: OSError) -> None:
+        self._broken = exc.strerror or str(exc)
+        self._note(
+            f"the generation cache in {self.directory} could not be written "
+            f"({self._broken}): caching stopped there; this run's results are "
+            "complete, a rerun requests again only what was not cached"
+        )
 
     def close(self) -> None:
         with self._lock:

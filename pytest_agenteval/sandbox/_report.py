@@ -44,8 +44,7 @@ def _processes(got: dict, euid: int) -> str | None:
         return (
             "processes: no cgroup holds the code's processes (it needs root or a delegated "
             "cgroup): a daemon that clears its environment and outlives the zygote (killed "
-            "by the code, or by the OOM killer) escapes the sweep; "
-            + _fork_line(got, euid)
+            "by the code, or by the OOM killer) escapes the sweep; " + _fork_line(got, euid)
         )
     return "processes: " + _fork_line(got, euid)
 

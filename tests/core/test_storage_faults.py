@@ -251,3 +251,16 @@ def test_a_rerun_over_a_corrupted_segment_requests_only_the_corrupted_generation
     ]
     problems, (summary,) = read_results(out)
     assert summary["requests"]["cached_generations"] == GENERATIONS - 1 and summary["complete"] is True
+
+
+def test_a_read_only_cache_folder_still_serves_and_says_why_nothing_is_added(tmp_path: Path, mounts) -> None:
+    folder = tmp_path / "cache"
+    segment, keys = _three_entries(folder)
+    mounts(folder)  # read-only from now on
+    cache = GenerationCache(folder)
+    cache.put("d" * 64, {"text": "new"})  # no exception: the generation is not lost
+    assert (cache.get(keys[0]), cache.get("d" * 64), cache.writes) == ({"text": "answer 0"}, None, 0)
+    assert cache.notes == [
+        f"the generation cache in {folder} could not be written (Read-only file system): caching "
+        "stopped there; this run's results are complete, a rerun requests again only what was not cached"
+    ]
