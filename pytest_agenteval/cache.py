@@ -182,20 +182,21 @@ class GenerationCache:
 def _entry(line: bytes, offset: int) -> tuple[str, int, int] | None:
     """(key, value offset, value length) of one whole line at offset, None if corrupt.
     Lines without a checksum (older caches) are taken as they are."""
-    if len(line) <= KEY_LENGTH + 2 or line[KEY_LENGTH : KEY_LENGTH + 1] != b"\t":
+    if len(line) <= KEY_LENGTH + 2 or line[KEY_LENGTH] != 0x09:  # tab
         return None
     key = line[:KEY_LENGTH]
-    if not all(c in b"0123456789abcdef" for c in key):
-        return None
-    value = line[KEY_LENGTH + 1 : -1]
-    if len(value) > 9 and value[-9:-8] == b"\t":
-        value, crc = value[:-9], value[-8:]
+    if key.translate(None, b"0123456789abcdef"):
+        return None  # not a hex digest
+    end = len(line) - 1  # the newline
+    if end - KEY_LENGTH > 10 and line[end - 9] == 0x09:
         try:
-            if int(crc, 16) != zlib.crc32(value):
-                return None
+            crc = int(line[end - 8 : end], 16)
         except ValueError:
             return None
-    return key.decode("ascii"), offset + KEY_LENGTH + 1, len(value)
+        end -= 9
+        if crc != zlib.crc32(memoryview(line)[KEY_LENGTH + 1 : end]):
+            return None
+    return key.decode("ascii"), offset + KEY_LENGTH + 1, end - KEY_LENGTH - 1
 
 
 class _Cached:
