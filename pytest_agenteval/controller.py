@@ -196,7 +196,7 @@ class ResultsCollector:
             "tokens": token_totals(records),
             "requests": request_totals(records),
             "backend": dict(sorted(self.backend.items())),
-            "storage": list(self.cache_notes),
+            "storage": list(self.storage_notes),  # what went wrong on disk so far
             **described,
             "model": describe_model(self.choice, settings),
             "selection": {

@@ -333,16 +333,17 @@ def _env_cleared_daemon(tag: str, then: str) -> str:
         try:
             pid = os.fork()
         except OSError as exc:
-            print("FORK_DENIED", type(exc).__name__)
-            raise SystemExit(0)
+            print("FORK_DENIED", type(exc).__name__, flush=True)
+            pid = None
         if pid == 0:
             os.setsid()
             if os.fork() == 0:
                 argv = [sys.executable, "-c", "import time; time.sleep(120)", {tag!r}]
                 os.execve(sys.executable, argv, {{}})
             os._exit(0)
-        os.waitpid(pid, 0)
-        print("DAEMON_STARTED", flush=True)
+        if pid:
+            os.waitpid(pid, 0)
+            print("DAEMON_STARTED", flush=True)
         {then}
     """)
 
@@ -375,8 +376,9 @@ def test_an_env_cleared_daemon_dies_with_a_killed_zygote(sb, rep):
     tag = f"agenteval-daemon-{os.urandom(6).hex()}"
     future = sb._submit(_env_cleared_daemon(tag, "time.sleep(30)"))
     deadline = time.monotonic() + 5
-    while not blocks_fork(rep) and not _pids_running(tag) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    ready = (lambda: sb._stray_pids()) if blocks_fork(rep) else (lambda: _pids_running(tag))
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.02)  # the call (fork refused) or the daemon is running
     started = bool(_pids_running(tag))
     os.kill(sb._infrastructure_pids()[-1], 9)
     result = future.result(timeout=20)
