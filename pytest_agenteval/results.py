@@ -126,6 +126,7 @@ class ResultsFile:
     def _rewrite(self, records: Iterable[Mapping[str, Any]]) -> int:
         assert self.partial is not None
         self.close()
+        self.partial.parent.mkdir(parents=True, exist_ok=True)  # the folder may be gone too
         self._handle = self.partial.open("w", encoding="utf-8")
         count = 0
         for record in records:

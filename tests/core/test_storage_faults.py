@@ -75,7 +75,7 @@ def _mid_run(pytester: pytest.Pytester, actions: dict[int, str]) -> None:
     (after the plugin streamed them)."""
     steps = "".join(f"    if len(SEEN) == {k}:\n        {action}\n" for k, action in actions.items())
     pytester.makeconftest(
-        "import json, os, subprocess\n"
+        "import json, os, shutil, subprocess\n"
         "import pytest\n"
         "SEEN = []\n"
         "WORKER = []\n"
@@ -172,22 +172,24 @@ def test_a_results_folder_turning_read_only_mid_run_loses_nothing(
     assert len((folder / "r.jsonl.partial").read_text().splitlines()) == 4
 
 
+@pytest.mark.parametrize("deleted", ["file", "folder"])
 def test_a_partial_results_file_deleted_mid_run_is_written_again(
-    run_suite, pytester: pytest.Pytester
+    run_suite, pytester: pytest.Pytester, deleted: str
 ) -> None:
-    partial = pytester.path / "results.jsonl.partial"
+    partial = pytester.path / "out" / "results.jsonl.partial"
     seen = pytester.path / "seen.json"
+    delete = f"os.unlink('{partial}')" if deleted == "file" else f"shutil.rmtree('{partial.parent}')"
     _mid_run(
         pytester,
         {
-            2: f"os.unlink('{partial}')",
+            2: delete,
             # after item 3: what a crash at that moment would leave behind
             3: f"ids = [json.loads(x)['problem_id'] for x in open('{partial}')]; "
             f"open('{seen}', 'w').write(json.dumps(ids))",
         },
     )
     with OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as server:
-        result, out = run_suite(f"--endpoint={server.url}", "--val-n=2")
+        result, out = run_suite(f"--endpoint={server.url}", "--val-n=2", out="out/results.jsonl")
     assert storage_lines(result) == [
         f"storage: the partial results file {partial} was deleted during the run; "
         "it was written again with the 3 items finished so far"
@@ -195,6 +197,7 @@ def test_a_partial_results_file_deleted_mid_run_is_written_again(
     assert json.loads(seen.read_text()) == [0, 1, 2]
     problems, (summary,) = read_results(out)
     assert [p["problem_id"] for p in problems] == [0, 1, 2, 3] and summary["complete"] is True
+    assert summary["storage"] == [storage_lines(result)[0].removeprefix("storage: ")]
     assert not partial.exists()
 
 
