@@ -330,14 +330,21 @@ def _env_cleared_daemon(tag: str, then: str) -> str:
     environment (no sandbox marker) under a command line the test can find."""
     return textwrap.dedent(f"""
         import os, sys, time
+        def fork():  # EAGAIN: uid 65534's RLIMIT_NPROC is shared with concurrent tests
+            for _ in range(100):
+                try:
+                    return os.fork()
+                except BlockingIOError:
+                    time.sleep(0.05)
+            return os.fork()
         try:
-            pid = os.fork()
+            pid = fork()
         except OSError as exc:
             print("FORK_DENIED", type(exc).__name__, flush=True)
             pid = None
         if pid == 0:
             os.setsid()
-            if os.fork() == 0:
+            if fork() == 0:
                 argv = [sys.executable, "-c", "import time; time.sleep(120)", {tag!r}]
                 os.execve(sys.executable, argv, {{}})
             os._exit(0)
