@@ -9,11 +9,13 @@ when it differs from "auto"), "basic" simulates every stronger layer missing.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -69,6 +71,15 @@ def weak(rep: dict, topic: str) -> bool:
     return any(w.startswith(topic) for w in rep["weak_guarantees"])
 
 
+@pytest.fixture
+def forks_alone():
+    """uid 65534's RLIMIT_NPROC (64 processes) is one budget for the whole machine, so
+    tests that fork take turns with the fork bomb across xdist workers."""
+    with open(os.path.join(tempfile.gettempdir(), "agenteval-sandbox-forks.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def wait_no_strays(sb: Sandbox, timeout: float = 3.0) -> list[int]:
     deadline = time.monotonic() + timeout
     strays = sb._stray_pids()
@@ -110,7 +121,7 @@ def test_a_crash_is_reported_as_killed(sb):
     assert result.output == "Killed by SIGSEGV"
 
 
-def test_fork_bomb_is_contained_and_leaves_no_process(sb, rep):
+def test_fork_bomb_is_contained_and_leaves_no_process(sb, rep, forks_alone):
     if not blocks_fork(rep) and root_child(rep):
         pytest.skip("an uncapped root fork bomb would swamp the machine; see weak_guarantees")
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
@@ -127,7 +138,7 @@ def test_fork_bomb_is_contained_and_leaves_no_process(sb, rep):
     assert wait_no_strays(sb) == []
 
 
-def test_setsid_children_of_a_fork_spree_are_swept(sb, rep):
+def test_setsid_children_of_a_fork_spree_are_swept(sb, rep, forks_alone):
     code = textwrap.dedent("""
         import os, time
         made = 0
@@ -295,7 +306,7 @@ def test_reading_the_evaluators_files(sb, rep, tmp_path):
         assert lines[1].startswith("DENIED")
 
 
-def test_double_forked_setsid_daemon_does_not_outlive_the_call(sb, rep, tmp_path):
+def test_double_forked_setsid_daemon_does_not_outlive_the_call(sb, rep, forks_alone, tmp_path):
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -330,21 +341,14 @@ def _env_cleared_daemon(tag: str, then: str) -> str:
     environment (no sandbox marker) under a command line the test can find."""
     return textwrap.dedent(f"""
         import os, sys, time
-        def fork():  # EAGAIN: uid 65534's RLIMIT_NPROC is shared with concurrent tests
-            for _ in range(100):
-                try:
-                    return os.fork()
-                except BlockingIOError:
-                    time.sleep(0.05)
-            return os.fork()
         try:
-            pid = fork()
+            pid = os.fork()
         except OSError as exc:
             print("FORK_DENIED", type(exc).__name__, flush=True)
             pid = None
         if pid == 0:
             os.setsid()
-            if fork() == 0:
+            if os.fork() == 0:
                 argv = [sys.executable, "-c", "import time; time.sleep(120)", {tag!r}]
                 os.execve(sys.executable, argv, {{}})
             os._exit(0)
@@ -369,7 +373,7 @@ def _gone(tag: str, timeout: float = 3.0) -> list[int]:
     return _pids_running(tag)
 
 
-def test_an_env_cleared_daemon_does_not_outlive_its_call(sb, rep):
+def test_an_env_cleared_daemon_does_not_outlive_its_call(sb, rep, forks_alone):
     tag = f"agenteval-daemon-{os.urandom(6).hex()}"
     result = sb.run_sync(_env_cleared_daemon(tag, "time.sleep(0.3)"))
     expected = "FORK_DENIED PermissionError\n" if blocks_fork(rep) else "DAEMON_STARTED\n"
@@ -377,7 +381,7 @@ def test_an_env_cleared_daemon_does_not_outlive_its_call(sb, rep):
     assert _gone(tag) == []
 
 
-def test_an_env_cleared_daemon_dies_with_a_killed_zygote(sb, rep):
+def test_an_env_cleared_daemon_dies_with_a_killed_zygote(sb, rep, forks_alone):
     """The zygote (the daemons' subreaper) is killed mid-call, as the OOM killer or root
     code would: the daemon it adopted must still be found, without any marker."""
     tag = f"agenteval-daemon-{os.urandom(6).hex()}"
