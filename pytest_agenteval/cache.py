@@ -1,19 +1,25 @@
 """The generation cache: every finished completion (and sandbox observation) on disk,
 keyed by model identity, exact messages, every sampling parameter and the seed.
 
-Storage is append-only JSONL segments, one per writing process (`<key>\\t<json>` lines),
-so any number of xdist workers, or machines sharing the folder, write without locks.
-A torn last line (a killed process) is skipped when read."""
+Storage is append-only JSONL segments, one per writing process (`<key>\\t<json>\\t<crc32>`
+lines), so any number of xdist workers, or machines sharing the folder, write without
+locks. A torn last line (a killed process) is skipped when read; so is a corrupted line
+anywhere in a segment (bad checksum, no key, NUL blocks a crash left), and that is said
+once per segment: those generations are simply requested again. A write that fails (the
+disk is full, the folder went read-only) stops caching for the run with one note; the
+generation itself is kept and the run goes on."""
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
 import socket
 import threading
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +37,6 @@ def _digest(payload: Any) -> str:
 class GenerationCache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        directory.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (segment, offset, length)
         self._offsets: dict[Path, int] = {}
         self._lock = threading.Lock()
@@ -39,27 +44,49 @@ class GenerationCache:
         self._segment = directory / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
         self.hits = 0
         self.writes = 0
+        self.notes: list[str] = []  # storage problems, one line each, for the summary
+        self._broken: str | None = None  # why writing stopped
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._stop(exc)
         self.refresh()
 
     def refresh(self) -> None:
         """Index lines other processes appended since the last look."""
         with self._lock:
             for segment in sorted(self.directory.glob("*.jsonl")):
-                self._scan(segment)
+                try:
+                    self._scan(segment)
+                except OSError as exc:  # unreadable: its generations are requested again
+                    self._note(f"cache segment {segment}: not readable ({exc.strerror or exc}); skipped")
 
     def _scan(self, segment: Path) -> None:
         start = self._offsets.get(segment, 0)
+        corrupt = 0
         with segment.open("rb") as handle:
             handle.seek(start)
             offset = start
             for line in handle:
                 if not line.endswith(b"\n"):
                     break  # torn write: ignore it and everything after
-                if len(line) > KEY_LENGTH + 1 and line[KEY_LENGTH : KEY_LENGTH + 1] == b"\t":
-                    key = line[:KEY_LENGTH].decode("ascii", "replace")
-                    self._index[key] = (segment, offset + KEY_LENGTH + 1, len(line) - KEY_LENGTH - 2)
+                body = line.lstrip(b"\0")  # a crash can leave NUL blocks before a good line
+                where = _entry(body, offset + len(line) - len(body))
+                if where is None or len(body) < len(line):
+                    corrupt += 1  # a NUL block stands where some entry was
+                if where is not None:
+                    self._index[where[0]] = (segment, where[1], where[2])
                 offset += len(line)
         self._offsets[segment] = offset
+        if corrupt:
+            self._note(
+                f"cache segment {segment}: {corrupt} corrupt line(s) skipped; "
+                "those generations are requested again"
+            )
+
+    def _note(self, line: str) -> None:
+        if line not in self.notes:
+            self.notes.append(line)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -74,23 +101,41 @@ class GenerationCache:
             with segment.open("rb") as handle:
                 handle.seek(offset)
                 value = json.loads(handle.read(length))
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            self._note(f"cache segment {segment}: an unreadable entry was requested again")
             return None
         self.hits += 1
         return value
 
     def put(self, key: str, value: Any) -> None:
+        """Append one entry; a failing disk stops caching (one note), never the run."""
         payload = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-        line = key.encode("ascii") + b"\t" + payload + b"\n"
+        line = key.encode("ascii") + b"\t" + payload + b"\t%08x\n" % zlib.crc32(payload)
         with self._lock:
-            if self._fd is None:
-                self._fd = os.open(self._segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-                self._offsets[self._segment] = 0
-            offset = self._offsets[self._segment]
-            os.write(self._fd, line)  # one write of a whole line: no interleaving
+            if self._broken is not None:
+                return
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self._segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    self._offsets[self._segment] = 0
+                offset = self._offsets[self._segment]
+                written = os.write(self._fd, line)  # one write of a whole line: no interleaving
+                if written != len(line):  # a full disk took part of the line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError as exc:
+                self._stop(exc)
+                return
             self._offsets[self._segment] = offset + len(line)
             self._index[key] = (self._segment, offset + KEY_LENGTH + 1, len(payload))
             self.writes += 1
+
+    def _stop(self, exc: OSError) -> None:
+        self._broken = exc.strerror or str(exc)
+        self._note(
+            f"the generation cache in {self.directory} could not be written "
+            f"({self._broken}): caching stopped there; this run's results are "
+            "complete, a rerun requests again only what was not cached"
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -132,6 +177,26 @@ class GenerationCache:
 
     def put_tool(self, key: str, result: Any) -> None:
         self.put(key, dataclasses.asdict(result))
+
+
+def _entry(line: bytes, offset: int) -> tuple[str, int, int] | None:
+    """(key, value offset, value length) of one whole line at offset, None if corrupt.
+    Lines without a checksum (older caches) are taken as they are."""
+    if len(line) <= KEY_LENGTH + 2 or line[KEY_LENGTH] != 0x09:  # tab
+        return None
+    key = line[:KEY_LENGTH]
+    if key.translate(None, b"0123456789abcdef"):
+        return None  # not a hex digest
+    end = len(line) - 1  # the newline
+    if end - KEY_LENGTH > 10 and line[end - 9] == 0x09:
+        try:
+            crc = int(line[end - 8 : end], 16)
+        except ValueError:
+            return None
+        end -= 9
+        if crc != zlib.crc32(memoryview(line)[KEY_LENGTH + 1 : end]):
+            return None
+    return key.decode("ascii"), offset + KEY_LENGTH + 1, end - KEY_LENGTH - 1
 
 
 class _Cached:

@@ -54,6 +54,8 @@ class ResultsCollector:
         self.comparisons: list[Comparison] = []
         self.baseline = load_baseline(Path(settings.compare)) if settings.compare else None
         self.written: Path | None = None
+        self.write_failed = False  # the results file is not where it was asked for
+        self.cache_notes: list[str] = []  # storage problems of every process's cache
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -73,7 +75,7 @@ class ResultsCollector:
                     # the server (not at start-up, where it would compete with the workers).
                     threading.Thread(target=importlib.import_module, args=("numpy",), daemon=True).start()
                 self.records[report.nodeid] = value
-                self.results_file.stream(self._partial_target(value["suite"]), value)
+                self.results_file.stream(self._partial_target(value["suite"]), value, self.records.values)
                 if value.get("error"):
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
@@ -83,7 +85,17 @@ class ResultsCollector:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.add_backend_counts(getattr(node, "workeroutput", {}).get("agenteval_backend", {}))
+        output = getattr(node, "workeroutput", {})
+        self.add_backend_counts(output.get("agenteval_backend", {}))
+        self.add_storage_notes(output.get("agenteval_storage", []))
+
+    def add_storage_notes(self, notes: Sequence[str]) -> None:
+        """Cache problems of a process (workers share a folder: say each once)."""
+        self.cache_notes.extend(n for n in notes if n not in self.cache_notes)
+
+    @property
+    def storage_notes(self) -> list[str]:
+        return self.cache_notes + self.results_file.notes
 
     def add_backend_counts(self, counts: Mapping[str, int]) -> None:
         """Sum the processes' request counters (a crashed worker's are lost: the
@@ -184,6 +196,7 @@ class ResultsCollector:
             "tokens": token_totals(records),
             "requests": request_totals(records),
             "backend": dict(sorted(self.backend.items())),
+            "storage": list(self.storage_notes),  # what went wrong on disk so far
             **described,
             "model": describe_model(self.choice, settings),
             "selection": {
@@ -208,10 +221,17 @@ class ResultsCollector:
             else default_out_path(by_suite, self.choice.label, self.started)
         )
         records = [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
-        self.results_file.finalize(path, records, self.summaries)
-        self.written = path
+        hint = None if self.settings.no_cache else "the generation cache"
+        if hint and self.settings.cache_dir:
+            hint += f" in {self.settings.cache_dir}"
+        recover = f"{hint} (rerun the same command: nothing finished is requested again)" if hint else ""
+        self.written = self.results_file.finalize(path, records, self.summaries, recover)
+        self.write_failed = self.written != path
 
     def _decide_exit(self, session: pytest.Session) -> None:
+        if self.write_failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the asked-for file is missing
+            return
         if any("FatalRequestError" in error for error in self.infra_errors.values()):
             # a refused request stopped the run like -x: the same status with or without xdist
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -224,13 +244,14 @@ class ResultsCollector:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             return  # interrupted, internal or usage errors keep their own status
-        healthy = not self.infra_errors and all(s["complete"] for s in self.summaries)
+        complete = all(s["complete"] for s in self.summaries)
+        healthy = complete and not self.infra_errors and not self.write_failed
         verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
         passed = bool(verdicts) and all(verdicts)
         session.exitstatus = pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.summaries and not self.gate_results and not self.comparisons:
+        if not self.summaries and not self.gate_results and not self.comparisons and not self.storage_notes:
             return
         terminalreporter.section("agenteval")
         for summary in self.summaries:
@@ -248,6 +269,8 @@ class ResultsCollector:
             terminalreporter.write_line(
                 f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
             )
+        for note in self.storage_notes:
+            terminalreporter.write_line(f"storage: {note}")
         if self.written:
             terminalreporter.write_line(f"results: {self.written}")
 

@@ -123,7 +123,8 @@ OPTIONS: tuple[Option, ...] = (
         "concurrency",
         "--concurrency",
         32,
-        "requests in flight per endpoint for the whole run, shared by all xdist workers",
+        "requests in flight per endpoint for the whole run, shared by all xdist workers "
+        "(a localhost endpoint: per machine, shared by the workers there)",
         int,
     ),
     Option(
@@ -248,7 +249,7 @@ OPTIONS: tuple[Option, ...] = (
         "sandbox_workers",
         "--sandbox-workers",
         0,
-        "code calls running at once in the whole run, shared by xdist workers (0: min(8, CPU cores))",
+        "code calls running at once on each machine, shared by its xdist workers (0: min(8, CPU cores))",
         int,
     ),
     Option(

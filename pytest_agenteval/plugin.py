@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import options, progress
+from . import hosts, options, progress
 from .ci import CiOutputs, item_properties
 from .compare import BaselineError
 from .controller import RECORD_KEY, ResultsCollector
@@ -46,14 +46,19 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _share(config: pytest.Config, total: int) -> int:
-    """This process's share of a limit that all xdist workers split (at least 1)."""
+def _share(config: pytest.Config, total: int, per_host: bool = False) -> int:
+    """This process's share of a limit that xdist workers split (at least 1): among
+    every worker, or (per_host: a resource of the worker's own machine) among the
+    workers of its host."""
     if not _is_worker(config):
         return total
     workerinput = config.workerinput  # type: ignore[attr-defined]
-    count = int(workerinput.get("workercount", 1))
-    index = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
-    return max(1, total // count + (1 if index < total % count else 0))
+    if per_host and hosts.HOST_KEY in workerinput:
+        index, count = workerinput[hosts.HOST_KEY]
+    else:
+        count = int(workerinput.get("workercount", 1))
+        index = int(str(workerinput.get("workerid", "gw0")).lstrip("gw") or 0)
+    return hosts.share(total, int(index), int(count))
 
 
 def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
@@ -120,6 +125,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.help or getattr(config.option, "version", False):
         return
     settings = options.build_settings(config)
+    if _is_worker(config):  # paths as the controller resolved them (remote workers)
+        settings = hosts.on_worker(settings, config.workerinput)  # type: ignore[attr-defined]
     gates = _check_gates(settings)
     progress.parse_mode(settings.progress)  # a bad value is a usage error before anything starts
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
@@ -147,16 +154,19 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(collector, "agenteval-results")
         config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
-        if config.pluginmanager.hasplugin("xdist"):
-            launched = config.stash.get(LAUNCH, None)
-            config.pluginmanager.register(_XdistController(choice, launched), "agenteval-xdist")
+    cache_dir = _cache_dir(config, settings)
+    if evaluating and config.pluginmanager.hasplugin("xdist"):
+        launched = config.stash.get(LAUNCH, None)
+        config.pluginmanager.register(
+            _XdistController(choice, settings, cache_dir, launched), "agenteval-xdist"
+        )
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
     config.stash[RUNTIME] = Runtime(
         settings,
         choice,
-        _share(config, settings.concurrency),
-        _cache_dir(config, settings),
-        _share(config, sandbox_workers),
+        _share(config, settings.concurrency, per_host=hosts.host_local(settings.endpoints)),
+        cache_dir,
+        _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
 
@@ -186,6 +196,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     from .serving.resolve import resolve_model_path
     from .serving.session import pick_backend, start
 
+    _refuse_remote_workers(config)
     cache = _cache_dir(config, settings)
     try:
         source = settings.model_path or str(choice.path)
@@ -211,6 +222,21 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     return served_choice(launch.workerinput())
 
 
+def _refuse_remote_workers(config: pytest.Config) -> None:
+    """A launched server listens on the controller's loopback only: a worker on another
+    machine (`--tx ssh=...`) could not reach it."""
+    try:
+        import execnet
+    except ImportError:
+        return
+    for tx in config.getoption("tx", None) or []:
+        if hosts.host_of(execnet.XSpec(tx)) != "localhost":
+            raise pytest.UsageError(
+                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
+                "reach; start a server every host can reach and pass --endpoint URL instead"
+            )
+
+
 def _say(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
@@ -224,6 +250,7 @@ def _require_transformers_backend(settings: options.Settings) -> None:
             f"--model-path {settings.model_path}: a checkpoint needs a server (--serve, with vLLM or "
             "SGLang on a GPU) or the in-process transformers backend (pip install 'pytest-agenteval[hf]')"
         )
+
 
 def _check_output(settings: options.Settings) -> None:
     """The results folder must take a file now, not after hours of generation."""
@@ -404,22 +431,38 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     counts = runtime.backend_counts()
     if _is_worker(session.config):
         session.config.workeroutput["agenteval_backend"] = counts  # type: ignore[attr-defined]
+        session.config.workeroutput["agenteval_storage"] = runtime.storage_notes()  # type: ignore[attr-defined]
     else:
         collector = session.config.pluginmanager.get_plugin("agenteval-results")
         if collector is not None:
             collector.add_backend_counts(counts)
+            collector.add_storage_notes(runtime.storage_notes())
+
+
+def _spec_in(specs: Any, spec: Any) -> Any:
+    """The manager's own spec object for a gateway's spec (xdist may have rebuilt it)."""
+    return next((s for s in specs if s is spec or getattr(s, "id", None) == getattr(spec, "id", 0)), spec)
 
 
 class _XdistController:
     """Controller-side xdist hooks."""
 
-    def __init__(self, choice: ModelChoice, launched: Any = None) -> None:
+    def __init__(
+        self, choice: ModelChoice, settings: options.Settings, cache_dir: Path | None, launched: Any = None
+    ) -> None:
         self.choice = choice
-        self.launched = launched
+        self.settings = settings
+        self.cache_dir = cache_dir
+        self.launched = launched  # serving.session.Launch, when this run launched its server
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["agenteval_model_name"] = self.choice.model_name
+        spec, manager = node.gateway.spec, node.nodemanager
+        node.workerinput[hosts.HOST_KEY] = hosts.placement(manager.specs, _spec_in(manager.specs, spec))
+        node.workerinput[hosts.PATHS_KEY] = hosts.worker_paths(
+            self.settings, spec, manager.roots, self.cache_dir
+        )
         if self.launched is not None:
             node.workerinput[WORKERINPUT_KEY] = self.launched.workerinput()
 

@@ -237,6 +237,10 @@ class Runtime:
             return {}
         return {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
 
+    def storage_notes(self) -> list[str]:
+        """This process's generation-cache problems (a full disk, corrupt segments)."""
+        return list(self.cache.notes) if self.cache is not None else []
+
     def in_flight(self) -> int:
         """Requests running now (for in-process models: rollouts running)."""
         inner = getattr(self._sampler, "inner", self._sampler)

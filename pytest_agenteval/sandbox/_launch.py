@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import _procs
+from ._cgroup import Cgroup
 
 ZYGOTE_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 TOKEN_VAR = "AGENTEVAL_SANDBOX_TOKEN"
@@ -51,8 +52,10 @@ class Plan:
     read_bytes: int = 16384
 
 
-def minimal_env(scratch_root: str, token: str) -> dict[str, str]:
-    """The whole environment of the zygote: nothing from the evaluator's os.environ."""
+def minimal_env(scratch_root: str, token: str | None) -> dict[str, str]:
+    """The whole environment of the zygote: nothing from the evaluator's os.environ.
+    The token marker goes in only where no cgroup tracks the zygote's processes (the
+    code can read its own environment, so the marker is the fallback, not the rule)."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -60,8 +63,9 @@ def minimal_env(scratch_root: str, token: str) -> dict[str, str]:
         "HOME": scratch_root,
         "TMPDIR": scratch_root,
         "MPLCONFIGDIR": scratch_root,
-        TOKEN_VAR: token,
     }
+    if token is not None:
+        env[TOKEN_VAR] = token
     env.update({name: "1" for name in _THREAD_VARS})  # BLAS/OpenMP pools stay single-threaded
     return env
 
@@ -148,9 +152,11 @@ class ZygoteProcess:
         self.hello: dict = {}
         self._buf = b""
         self.log_path = os.path.join(scratch_root, "zygote.log")
+        self.cgroup: Cgroup | None = None
 
     def start(self, hello_timeout: float = 120.0) -> dict:
-        env = minimal_env(self.scratch_root, self.token)
+        self.cgroup = Cgroup.create(f"agenteval-sandbox-{self.token}")
+        env = minimal_env(self.scratch_root, None if self.cgroup else self.token)
         argv = [
             sys.executable,
             "-I",
@@ -160,6 +166,9 @@ class ZygoteProcess:
         ]
         if self.plan.bwrap:
             argv = bwrap_argv(self.plan.bwrap, self.scratch_root, env, self.plan.preload) + argv
+        if self.cgroup is not None:
+            # Join the cgroup before the first fork (bwrap forks at once), then become argv.
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *argv]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 argv,
@@ -243,10 +252,17 @@ class ZygoteProcess:
         return self.kill()
 
     def kill(self) -> list[int]:
-        """SIGKILL the zygote's session and every process carrying our token; survivors."""
+        """SIGKILL the zygote, its session and every process it started; the survivors.
+
+        Three nets, strongest first: the cgroup (every descendant, env-cleared daemons
+        that outlived the zygote included), the zygote's descendants taken before it
+        dies (it is their subreaper), and the environment marker where no cgroup exists."""
+        strays: list[int] = []
         if self.proc is not None:
+            if self.proc.poll() is None:  # not reaped: its pid is still ours
+                strays = _procs.descendants(self.proc.pid)
+                _procs.kill_trees([self.proc.pid])
             _procs.killpg_quietly(self.proc.pid, signal.SIGKILL)
-            _procs.kill_quietly(self.proc.pid, signal.SIGKILL)
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -256,8 +272,21 @@ class ZygoteProcess:
                     pipe.close()
                 except OSError:
                     pass
-        marker = f"{TOKEN_VAR}={self.token}\0".encode()
-        strays = _procs.pids_with_env(marker)
+        survivors: list[int] = []
+        if self.cgroup is not None:
+            survivors = self.cgroup.kill()
+            self.cgroup.remove()
+        else:
+            strays += _procs.pids_with_env(f"{TOKEN_VAR}={self.token}\0".encode())
         if strays:
             _procs.kill_trees(strays)
-        return _procs.wait_gone(strays, 2.0)
+        return sorted(set(survivors) | set(_procs.wait_gone(strays, 2.0)))
+
+    def members(self) -> list[int]:
+        """Every live process of this zygote (itself and its infrastructure included)."""
+        if self.cgroup is not None:
+            return self.cgroup.members()
+        found = set(_procs.pids_with_env(f"{TOKEN_VAR}={self.token}\0".encode()))
+        if self.proc is not None and _procs.alive(self.proc.pid):
+            found.update([self.proc.pid, *_procs.descendants(self.proc.pid)])
+        return sorted(found)

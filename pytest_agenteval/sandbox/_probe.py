@@ -19,7 +19,7 @@ import tempfile
 import threading
 import uuid
 
-from . import _landlock, _privdrop, _seccomp
+from . import _cgroup, _landlock, _privdrop, _seccomp
 from ._launch import ZYGOTE_PY, Plan, ZygoteProcess, ZygoteStartError
 from ._report import build_report
 from ._types import LEVELS
@@ -84,6 +84,7 @@ def static_facts() -> dict:
         "bwrap": bwrap,
         "bwrap_version": _bwrap_version(bwrap) if bwrap else None,
         "interpreter_world_readable": readable,
+        "cgroup": _cgroup.available(),
     }
 
 
@@ -91,6 +92,7 @@ def _plan(level: str, facts: dict) -> tuple[dict, dict]:
     """Layers to try for a level, and why the others are off."""
     off: dict[str, str] = {}
     want = {"uid_drop": None, "landlock": False, "seccomp": False, "bwrap": None}
+    want["cgroup"] = facts["cgroup"]  # tracks processes at every level, basic included
     if facts["euid"] == 0:
         want["uid_drop"] = not facts["interpreter_world_readable"]
     if level == "basic":

@@ -11,7 +11,7 @@ def layers_of(got: dict) -> list[str]:
     layers = list(ALWAYS)
     if got.get("uid_drop") is not None:
         layers.append("uid_nobody")
-    for name in ("landlock", "seccomp", "bwrap"):
+    for name in ("cgroup", "landlock", "seccomp", "bwrap"):
         if got.get(name):
             layers.append(name)
     return layers
@@ -40,15 +40,25 @@ def _files(got: dict, euid: int, root_child: bool) -> str | None:
 def _processes(got: dict, euid: int) -> str | None:
     if got.get("seccomp"):
         return None
+    if not got.get("cgroup") and not got.get("bwrap"):
+        return (
+            "processes: no cgroup holds the code's processes (it needs root or a delegated "
+            "cgroup): a daemon that clears its environment and outlives the zygote (killed "
+            "by the code, or by the OOM killer) escapes the sweep; " + _fork_line(got, euid)
+        )
+    return "processes: " + _fork_line(got, euid)
+
+
+def _fork_line(got: dict, euid: int) -> str:
     capped = got.get("uid_drop") is not None or (euid != 0 and not got.get("bwrap"))
     if capped:
         return (
-            "processes: fork is allowed, capped by RLIMIT_NPROC at 64 processes of the "
+            "fork is allowed, capped by RLIMIT_NPROC at 64 processes of the "
             "sandbox uid (shared by concurrent calls); leftovers are killed when the call "
             "ends (process-group kill + subreaper sweep)"
         )
     return (
-        "processes: fork is allowed and not capped (RLIMIT_NPROC does not bind root): a "
+        "fork is allowed and not capped (RLIMIT_NPROC does not bind root): a "
         "fork bomb runs until the wall timeout, then the process-group kill and the "
         "subreaper sweep remove it"
     )

@@ -333,9 +333,8 @@ class Sandbox:
         zygote = self._zygote
         if zygote is None:
             return []
-        marker = f"AGENTEVAL_SANDBOX_TOKEN={zygote.token}\0".encode()
         infra = set(self._infrastructure_pids())
-        return [p for p in _procs.pids_with_env(marker) if p not in infra]
+        return [p for p in zygote.members() if p not in infra]
 
 
 def _limits(cfg: SandboxConfig) -> dict:

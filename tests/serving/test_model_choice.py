@@ -69,3 +69,13 @@ def test_bad_serve_gpus_is_a_start_up_line(run_suite) -> None:
             "give a multiple or change --serve-tp"
         )
     ]
+
+
+def test_serve_refuses_remote_workers_it_cannot_reach(run_suite) -> None:
+    tx = "ssh=nobody@remote.invalid//python=python3"
+    result, _ = run_suite("--serve", "--tx", tx, "--dist=load")
+    assert result.ret == 4
+    assert [x for x in result.stderr.lines if x.startswith("ERROR:")] == [
+        f"ERROR: --serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
+        "reach; start a server every host can reach and pass --endpoint URL instead"
+    ]
