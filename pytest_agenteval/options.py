@@ -34,8 +34,70 @@ OPTIONS: tuple[Option, ...] = (
         "model_path",
         "--model-path",
         None,
-        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, or omitted for the "
-        "embedded SmolLM2-135M-Instruct",
+        "model to evaluate: a *.gguf file, a checkpoint folder, a LoRA adapter folder, a hub id, "
+        "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct",
+    ),
+    # -- launched servers and checkpoints (serving/) -----------------------------------
+    Option(
+        "base_model",
+        "--base-model",
+        None,
+        "base checkpoint folder or hub id of a --model-path LoRA adapter (default: the adapter's "
+        "base_model_name_or_path; a different one is an error)",
+    ),
+    Option(
+        "chat_template",
+        "--chat-template",
+        None,
+        "Jinja chat template FILE for a checkpoint that has none (required then)",
+    ),
+    Option(
+        "serve",
+        "--serve",
+        False,
+        "launch one inference server for --model-path on the controller, shared by every xdist "
+        "worker (a .gguf: python -m llama_cpp.server; a checkpoint: vLLM or SGLang)",
+        _bool,
+    ),
+    Option(
+        "serve_backend",
+        "--serve-backend",
+        "auto",
+        "server --serve launches: auto (llama-cpp for .gguf; vLLM, else SGLang, where a GPU is "
+        "present; else the in-process transformers backend), or one by name",
+        choices=("auto", "llama-cpp", "vllm", "sglang"),
+    ),
+    Option(
+        "serve_timeout", "--serve-timeout", 1200.0, "seconds a launched server may take to be ready", float
+    ),
+    Option(
+        "serve_keep",
+        "--serve-keep",
+        False,
+        "leave the launched server up (key-less, loopback) and reuse it in the next run when the "
+        "model and arguments match",
+        _bool,
+    ),
+    Option(
+        "serve_gpus",
+        "--serve-gpus",
+        None,
+        "GPU ids for launched servers, e.g. 0-7: one independent replica per --serve-tp devices",
+    ),
+    Option("serve_tp", "--serve-tp", 1, "tensor-parallel size of each launched replica", int),
+    Option(
+        "serve_args",
+        "--serve-arg",
+        [],
+        "extra argument for the launched server, verbatim (repeatable; write --serve-arg=--flag=value)",
+        multiple=True,
+    ),
+    Option(
+        "strict",
+        "--strict-adapter",
+        False,
+        "make the adapter-is-live probe's warning (adapter == base) an error (pytest owns --strict)",
+        _bool,
     ),
     Option(
         "endpoints",
@@ -410,6 +472,17 @@ class Settings:
     datagen_reasks: int = 2
     datagen_solve: int = 0
     datagen_verifications: str | None = None
+    # -- launched servers (serving/) -----------------------------------------------------
+    base_model: str | None = None
+    chat_template: str | None = None
+    serve: bool = False
+    serve_backend: str = "auto"
+    serve_timeout: float = 1200.0
+    serve_keep: bool = False
+    serve_gpus: str | None = None
+    serve_tp: int = 1
+    serve_args: tuple[str, ...] = ()
+    strict: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -519,6 +592,17 @@ def validate(settings: Settings) -> None:
             "--endpoint and --model-path conflict: evaluate one model per run "
             "(drop --model-path to use the server, or drop --endpoint)"
         )
+    if settings.serve_timeout <= 0 or settings.serve_tp < 1:
+        raise pytest.UsageError("--serve-timeout must be > 0 and --serve-tp >= 1")
+    if settings.serve and settings.endpoints:
+        raise pytest.UsageError("--serve launches a server for --model-path; drop it with --endpoint")
+    if settings.serve_gpus:
+        from .serving.commands import replica_devices
+
+        try:
+            replica_devices(settings.serve_gpus, settings.serve_tp)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if settings.tokenizer:
         from .samplers._template import tokenizer_from_file
 

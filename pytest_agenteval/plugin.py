@@ -30,9 +30,11 @@ from .samplers import (
     probe_endpoint,
     probe_token_routes,
 )
+from .serving.choice import WORKERINPUT_KEY, served_choice
 from .suite import DataError, Suite
 
 RUNTIME = pytest.StashKey[Runtime]()
+LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
 PREFETCH_ITEMS_MIN = 2
 
 
@@ -62,7 +64,13 @@ def _share(config: pytest.Config, total: int, per_host: bool = False) -> int:
 def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
-        choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
+        choice = choose_model(
+            settings.model_path,
+            settings.endpoints,
+            settings.model_name,
+            base_model=settings.base_model,
+            chat_template=settings.chat_template,
+        )
         if collect_only:
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
@@ -87,6 +95,8 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         elif choice.kind == "replay":
             assert choice.path is not None
             ReplaySource(choice.path)
+        elif choice.kind == "transformers" or settings.serve:
+            pass  # a launched server or the transformers backend: checked by _start_servers
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -126,12 +136,14 @@ def pytest_configure(config: pytest.Config) -> None:
     evaluating = not _is_worker(config) and in_use(config, settings)
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
-        choice = _lazy_choice(settings, name)
+        served = config.workerinput.get(WORKERINPUT_KEY)  # type: ignore[attr-defined]
+        choice = served_choice(served) if served else _lazy_choice(settings, name)
     elif evaluating:
         collect_only = config.option.collectonly
         choice = _check_model(settings, collect_only=collect_only)
         if not collect_only:
             _check_output(settings)
+            choice = _start_servers(config, settings, choice)
         _check_suite_options(settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
@@ -144,7 +156,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
     cache_dir = _cache_dir(config, settings)
     if evaluating and config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistController(choice, settings, cache_dir), "agenteval-xdist")
+        launched = config.stash.get(LAUNCH, None)
+        config.pluginmanager.register(
+            _XdistController(choice, settings, cache_dir, launched), "agenteval-xdist"
+        )
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
     config.stash[RUNTIME] = Runtime(
         settings,
@@ -159,9 +174,82 @@ def pytest_configure(config: pytest.Config) -> None:
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
     """The model choice without start-up checks; a bad one surfaces as item errors."""
     try:
-        return choose_model(settings.model_path, settings.endpoints, model_name or settings.model_name)
+        return choose_model(
+            settings.model_path,
+            settings.endpoints,
+            model_name or settings.model_name,
+            base_model=settings.base_model,
+            chat_template=settings.chat_template,
+        )
     except ValueError as exc:
         return ModelChoice("invalid", model_name=str(exc))
+
+
+def _start_servers(config: pytest.Config, settings: options.Settings, choice: ModelChoice) -> ModelChoice:
+    """`--serve`: launch the run's server(s) here, on the controller, before xdist starts
+    its workers; the workers get the URLs through workerinput and never launch."""
+    if not settings.serve or choice.kind not in ("gguf", "embedded", "transformers"):
+        if choice.kind == "transformers":
+            _require_transformers_backend(settings)
+        return choice
+    from .serving.launcher import LaunchError
+    from .serving.resolve import resolve_model_path
+    from .serving.session import pick_backend, start
+
+    _refuse_remote_workers(config)
+    cache = _cache_dir(config, settings)
+    try:
+        source = settings.model_path or str(choice.path)
+        hashes = cache / "model-hashes.json" if cache is not None else None
+        resolved = resolve_model_path(
+            source, base_model=settings.base_model, chat_template=settings.chat_template, hash_cache=hashes
+        )
+        backend = pick_backend(resolved, settings.serve_backend)
+        if backend is None:  # --serve auto without vLLM/SGLang and a GPU
+            _say("agenteval: no vLLM/SGLang with a GPU here: using the in-process transformers backend")
+            _require_transformers_backend(settings)
+            return choice
+        out = (Path(os.path.expanduser(settings.out)).parent if settings.out else Path(RESULTS_DIR)).resolve()
+        launch = start(settings, resolved, backend, out, cache or out, _say)
+    except (LaunchError, ValueError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[LAUNCH] = launch
+    for server in launch.servers:
+        _say(
+            f"agenteval: {server.spec.backend} server ready on {server.url} in {server.ready_s:.1f} s "
+            f"(log {server.log_path})"
+        )
+    return served_choice(launch.workerinput())
+
+
+def _refuse_remote_workers(config: pytest.Config) -> None:
+    """A launched server listens on the controller's loopback only: a worker on another
+    machine (`--tx ssh=...`) could not reach it."""
+    try:
+        import execnet
+    except ImportError:
+        return
+    for tx in config.getoption("tx", None) or []:
+        if hosts.host_of(execnet.XSpec(tx)) != "localhost":
+            raise pytest.UsageError(
+                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
+                "reach; start a server every host can reach and pass --endpoint URL instead"
+            )
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _require_transformers_backend(settings: options.Settings) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_agenteval.samplers._transformers") is None:
+        raise pytest.UsageError(
+            f"--model-path {settings.model_path}: a checkpoint needs a server (--serve, with vLLM or "
+            "SGLang on a GPU) or the in-process transformers backend (pip install 'pytest-agenteval[hf]')"
+        )
 
 
 def _check_output(settings: options.Settings) -> None:
@@ -221,6 +309,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if runtime is not None:
         for problem in runtime.close():
             sys.stderr.write(f"agenteval: while shutting down: {problem}\n")
+    launch = config.stash.get(LAUNCH, None)
+    if launch is not None:  # after the sampler: nothing is in flight any more
+        for problem in launch.stop():
+            sys.stderr.write(f"agenteval: while stopping the server: {problem}\n")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -355,10 +447,13 @@ def _spec_in(specs: Any, spec: Any) -> Any:
 class _XdistController:
     """Controller-side xdist hooks."""
 
-    def __init__(self, choice: ModelChoice, settings: options.Settings, cache_dir: Path | None) -> None:
+    def __init__(
+        self, choice: ModelChoice, settings: options.Settings, cache_dir: Path | None, launched: Any = None
+    ) -> None:
         self.choice = choice
         self.settings = settings
         self.cache_dir = cache_dir
+        self.launched = launched  # serving.session.Launch, when this run launched its server
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -368,6 +463,8 @@ class _XdistController:
         node.workerinput[hosts.PATHS_KEY] = hosts.worker_paths(
             self.settings, spec, manager.roots, self.cache_dir
         )
+        if self.launched is not None:
+            node.workerinput[WORKERINPUT_KEY] = self.launched.workerinput()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,18 @@ __all__ = [
 class ModelChoice:
     """Which backend the options select, checked at start-up."""
 
-    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "invalid" (model_name = why)
+    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "transformers" | "invalid" (model_name = why)
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
     model_name: str | None = None
+    base: str | None = None  # transformers: the base checkpoint dir or hub id of an adapter
+    served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
+    api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
 
     @property
     def label(self) -> str:
+        if self.served is not None:
+            return str(self.served.get("label") or self.model_name)
         if self.kind == "openai":
             return self.model_name or "endpoint"
         if self.kind == "invalid":
@@ -74,8 +80,16 @@ class ModelChoice:
         return f"replay-{self.path.stem}" if self.kind == "replay" else self.path.stem
 
 
-def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name: str | None) -> ModelChoice:
-    """Map the options to a backend; raise ValueError with one line naming the fix."""
+def choose_model(
+    model_path: str | None,
+    endpoints: tuple[str, ...],
+    model_name: str | None,
+    *,
+    base_model: str | None = None,
+    chat_template: str | None = None,
+) -> ModelChoice:
+    """Map the options to a backend; raise ValueError with one line naming the fix.
+    A launched server (`--serve`) replaces the choice later, on the controller (serving/)."""
     if endpoints:
         return ModelChoice("openai", endpoints=endpoints, model_name=model_name)
     if model_path is None:
@@ -90,10 +104,20 @@ def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name:
         if not path.is_file():
             raise ValueError(f"--model-path {model_path}: no such file; give an existing .gguf file")
         return ModelChoice("gguf", path=path)
-    raise ValueError(
-        f"--model-path {model_path}: not a .gguf file or replay:PATH; to evaluate a hub model "
-        f"or checkpoint folder, serve it (e.g. `vllm serve {model_path}`) and pass --endpoint URL"
+    from ..serving.resolve import resolve_model_path
+
+    resolved = resolve_model_path(
+        model_path, base_model=base_model, chat_template=chat_template, identity=False
     )
+    if resolved.kind == "scheme":
+        scheme = model_path.split("://")[0]
+        raise ValueError(f"--model-path {model_path}: no backend here takes {scheme}:// paths")
+    # a checkpoint or adapter without a launched server: the in-process transformers backend
+    base = None
+    if resolved.base is not None:
+        assert resolved.base.path is not None
+        base = str(resolved.base.path)
+    return ModelChoice("transformers", path=resolved.path, base=base)
 
 
 def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
@@ -167,11 +191,18 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         from ._template import tokenizer_from_file
 
         tokenizer = tokenizer_from_file(settings.tokenizer)
+    launched: dict[str, str] = {}
+    if choice.served is not None:  # defaults the server would otherwise apply, sent explicitly
+        extra = {**dict(choice.served.get("sampling_defaults") or {}), **extra}
+        launched = dict(choice.served.get("logs") or {})
     return OpenAISampler(
         choice.endpoints,
         choice.model_name or "default",
         concurrency=concurrency,
         api_key_env=settings.api_key_env,
+        api_key=choice.api_key,
+        launched=launched,
+        fingerprint=str(choice.served.get("fingerprint", "")) if choice.served is not None else "",
         request_timeout_s=settings.request_timeout,
         retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,
@@ -197,6 +228,8 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             n_ctx=settings.n_ctx,
             token_counter="the model's own tokenizer and chat template (token-in/token-out)",
         )
+    elif choice.kind == "openai" and choice.served is not None:
+        info.update(name=choice.model_name, served=dict(choice.served), token_counter="the server's")
     elif choice.kind == "openai":
         info.update(
             name=choice.model_name,

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+import socket
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,9 @@ class OpenAISampler:
         extra_body: Mapping[str, Any] | None = None,
         tokenizer: ChatTokenizer | None = None,
         continuation: str = "messages",
+        api_key: str | None = None,
+        launched: Mapping[str, str] | None = None,
+        fingerprint: str = "",
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
@@ -63,11 +67,16 @@ class OpenAISampler:
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
         self.extra_body = dict(extra_body or {})
-        self._api_key = os.environ.get(api_key_env) or None
+        self._api_key = api_key or os.environ.get(api_key_env) or None
+        # servers this run launched (url -> log): a refused connection there means it died
+        self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
+        self._dead: set[str] = set()
         self.identity = ModelIdentity(
             backend="openai",
             name=model_name,
-            location=",".join(self.endpoints),
+            # a launched server's port changes every run; its model identity does not
+            location="launched" if self.launched else ",".join(self.endpoints),
+            fingerprint=fingerprint,
             details={"api_key_env": api_key_env},
         )
         self._slots: PrioritySlots | None = None
@@ -188,7 +197,7 @@ class OpenAISampler:
         while True:
             attempt += 1
             async with self._slots.slot(priority):
-                endpoint = min(self.endpoints, key=lambda url: self._in_flight[url])
+                endpoint = self._pick_endpoint()
                 self._in_flight[endpoint] += 1
                 try:
                     self._counts["requests"] += 1
@@ -200,6 +209,9 @@ class OpenAISampler:
                     failure = exc
                 finally:
                     self._in_flight[endpoint] -= 1
+            if failure.cause == "connection" and self._launched_dead(endpoint):
+                attempt -= 1  # drained: the other replicas take the request at once
+                continue
             wait = self.retry.delay(attempt, failure.retry_after, self._rng)
             if not self.retry.should_retry(attempt, started, wait):
                 self._counts[f"gave_up_{failure.cause}"] += 1
@@ -210,6 +222,31 @@ class OpenAISampler:
             self._counts["retries"] += 1
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
+
+    def _pick_endpoint(self) -> str:
+        """The least-loaded live endpoint; when every launched server is dead, an error
+        at once (with the logs) instead of minutes of retries."""
+        live = [url for url in self.endpoints if url not in self._dead]
+        if not live:
+            logs = ", ".join(self.launched[url] for url in self.endpoints if url in self.launched)
+            raise SamplerError(f"the launched server died (connection refused); its log: {logs}")
+        return min(live, key=lambda url: self._in_flight[url])
+
+    def _launched_dead(self, endpoint: str) -> bool:
+        """A launched loopback server that refuses connections has exited: drain it."""
+        if endpoint not in self.launched:
+            return False
+        if endpoint not in self._dead:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(endpoint)
+            try:
+                socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=2).close()
+                return False
+            except OSError:
+                self._dead.add(endpoint)
+                self._counts["launched_server_died"] += 1
+        return True
 
     async def _post(self, session: Any, endpoint: str, body: dict[str, Any], route: str) -> dict[str, Any]:
         import aiohttp

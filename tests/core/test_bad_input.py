@@ -77,9 +77,8 @@ def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
             "--model-path missing.gguf: no such file; give an existing .gguf file",
         ),
         (
-            ("--model-path=Qwen/Qwen3-4B",),
-            "--model-path Qwen/Qwen3-4B: not a .gguf file or replay:PATH; "
-            "to evaluate a hub model or checkpoint folder, serve it",
+            ("--model-path=./nowhere/ckpt",),
+            "--model-path ./nowhere/ckpt: no such file or folder, and not a hub id (owner/name)",
         ),
         (("--model-path=replay:nope.jsonl",), "replay file nope.jsonl does not exist"),
         (("--agenteval-gate", "aime25.average_at_n => 0.3"), "expected SUITE.METRIC OP NUMBER"),
