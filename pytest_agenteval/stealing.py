@@ -66,7 +66,7 @@ def install_worker_guard(config: pytest.Config, engine: Any) -> threading.Lock |
             queued = [i for i in queue if isinstance(i, int) and i in requested]
             items = interactor.session.items
             answers = engine().withdraw(_item_prefix(items[i]) for i in queued)
-            stolen = [i for i, free in zip(queued, answers) if free]
+            stolen = [i for i, free in zip(queued, answers, strict=True) if free]
             if stolen:
                 gone = set(stolen)
                 interactor.torun.replace([i for i in queue if i not in gone])

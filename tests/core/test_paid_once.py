@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results, write_jsonl
 
