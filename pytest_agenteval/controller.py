@@ -184,6 +184,13 @@ class ResultsCollector:
             "tokens": token_totals(records),
             "requests": request_totals(records),
             "backend": dict(sorted(self.backend.items())),
+            # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
+            # (non-streamed, from max_tokens and throughput), request_timeout
+            "stalls": {
+                k.removeprefix("stalls_"): v
+                for k, v in sorted(self.backend.items())
+                if k.startswith("stalls_")
+            },
             **described,
             "model": describe_model(self.choice, settings),
             "selection": {

@@ -32,6 +32,7 @@ from ._template import ChatTokenizer
 # Retry causes that say the endpoint is unwell (for the circuit breaker); 429 is not one.
 UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
 STALLS = ("stall", "deadline", "timeout")  # idle stream, max_tokens deadline, --request-timeout
+STALL_NAMES = {"stall": "idle", "deadline": "deadline", "timeout": "request_timeout"}
 
 
 class _Retryable(Exception):
@@ -248,7 +249,7 @@ class OpenAISampler:
 
     def _note_failure(self, endpoint: str, cause: str) -> None:
         if cause in STALLS:
-            self._counts[f"stall_{cause}"] += 1
+            self._counts[f"stalls_{STALL_NAMES[cause]}"] += 1
         if cause in UNHEALTHY or cause.isdigit() and int(cause) >= 500:
             self.health.failed(endpoint)
         else:

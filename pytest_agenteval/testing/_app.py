@@ -298,7 +298,12 @@ class ServerCore:
                 await resp.write(events[0])
                 await asyncio.sleep(self.config.stall_s)
                 return self._reset_connection(request, rec)
-            await resp.write(b"".join(events[:-1]))
+            if self.config.stream_delay_ms:
+                for event in events[:-1]:
+                    await resp.write(event)
+                    await asyncio.sleep(self.config.stream_delay_ms / 1000.0)
+            else:
+                await resp.write(b"".join(events[:-1]))
             self._finish(rec)
             await resp.write(events[-1])
             await resp.write_eof()
