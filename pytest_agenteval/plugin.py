@@ -151,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from .stealing import install_worker_guard
 
         runtime = config.stash[RUNTIME]
-        install_worker_guard(config, lambda: runtime.engine)
+        install_worker_guard(config, lambda: runtime.started_engine)
 
 
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:

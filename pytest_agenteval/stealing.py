@@ -31,11 +31,14 @@ class PaidOnceStealing(WorkStealingScheduling):
         self._refused_by: Any = None
 
     def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
-        if indices:
+        if indices or len(self.node2pending.get(node, ())) < 2:
+            # stolen; or refused by a worker on its last item, which finishes only once
+            # it is told there is nothing more (stock behaviour: the idle ones shut down)
             super().remove_pending_tests_from_node(node, indices)
             return
-        # Everything asked for is already generating there. Keep the request marked as
-        # outstanding (no new one) until that worker finishes an item.
+        # Everything asked for is already generating there, and it has a next item, so
+        # it will report a finished one: until then keep the request marked outstanding
+        # (no new one), rather than asking again in a loop.
         self._refused_by = node
 
     def mark_test_complete(self, node: Any, item_index: int, duration: float | None = None) -> None:
@@ -52,7 +55,8 @@ class PaidOnceStealing(WorkStealingScheduling):
 
 def install_worker_guard(config: pytest.Config, engine: Any) -> threading.Lock | None:
     """On an xdist worker: answer the controller's steal requests with only the items whose
-    rollouts have not started (`Engine.withdraw` cancels those atomically). Returns the
+    rollouts have not started (`Engine.withdraw` cancels those atomically); `engine()`
+    returns the process's engine, or None before one exists. Returns the
     lock the prefetcher holds while it reads the queue and submits, so an item cannot be
     stolen between the two; None when this process is not a worker."""
     interactor = worker_interactor(config)
@@ -65,7 +69,9 @@ def install_worker_guard(config: pytest.Config, engine: Any) -> threading.Lock |
         with lock, interactor.torun.lock() as queue:
             queued = [i for i in queue if isinstance(i, int) and i in requested]
             items = interactor.session.items
-            answers = engine().withdraw(_item_prefix(items[i]) for i in queued)
+            started = engine()  # None: nothing has run ahead here yet, all of it may go
+            prefixes = [_item_prefix(items[i]) for i in queued]
+            answers = started.withdraw(prefixes) if started is not None else [True] * len(queued)
             stolen = [i for i, free in zip(queued, answers, strict=True) if free]
             if stolen:
                 gone = set(stolen)

@@ -87,6 +87,8 @@ class EndpointHealth:
         """A reply that says nothing of health (429): frees a probe slot only."""
         self._states[url].probing = False
 
+    release = neutral  # after every request, however it ended: a probe never stays taken
+
     def _open(self, url: str, state: _State) -> None:
         now = self._clock()
         state.trips += 1

@@ -226,6 +226,7 @@ class OpenAISampler:
                         raise
                     finally:
                         self._in_flight[endpoint] -= 1
+                        self.health.release(endpoint)  # a probe cancelled or raising: free it
             if endpoint is None:  # every endpoint is out of the rotation
                 self._check_outage(started, attempt)
                 await asyncio.sleep(wait)
