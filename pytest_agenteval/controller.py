@@ -41,6 +41,9 @@ class ResultsCollector:
         self.settings = settings
         self.gates = list(gates)
         self.choice = choice
+        # what the summary needs at the end (numpy, package metadata), loaded while the
+        # requests are in flight instead of after the last one
+        threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
         self.started = time.time()
         self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
         self.expected: list[str] = []
@@ -257,6 +260,12 @@ class ResultsCollector:
             )
         if self.written:
             terminalreporter.write_line(f"results: {self.written}")
+
+
+def _warm_up() -> None:
+    from . import metrics  # noqa: F401 - numpy, for the summary's metrics
+
+    package_versions()
 
 
 def _harness_usage() -> dict[str, float]:

@@ -3,6 +3,7 @@ Lines stream to `<out>.partial` while running; the final file replaces atomicall
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -109,6 +110,11 @@ class ResultsFile:
 
 
 def package_versions() -> dict[str, str]:
+    return dict(_package_versions())
+
+
+@functools.cache  # read once per process (a metadata scan), warmed during the run
+def _package_versions() -> dict[str, str]:
     versions = {"python": sys.version.split()[0]}
     for name in _PACKAGES:
         try:
