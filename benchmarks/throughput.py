@@ -5,9 +5,10 @@ a local OpenAI-protocol server of fixed latency that counts requests in flight.
     python benchmarks/throughput.py --concurrency 32 --no-scale
 
 Per C, in one go: (a) benchmarks/bare_client.py, (b) `pytest suites/aime25 --endpoint`
-text-only with -n 0 and -n 2, (c) retool with a scripted tool call per trajectory (two
-requests each). The server answers one sample per request (no `n`). Ideal = rounds of C
-requests x latency. CPU and peak RSS are the harness process tree's (wait4).
+text-only with -n 0 and -n 2, each streamed (SSE, the default) and with --no-stream,
+(c) retool with a scripted tool call per trajectory (two requests each). The server
+answers one sample per request (no `n`). Ideal = rounds of C requests x latency.
+CPU and peak RSS are the harness process tree's (wait4).
 Bytecode caching is on for every command (PYTHONDONTWRITEBYTECODE is dropped), as on a
 normal install; with it off, every process recompiles its imports at start-up."""
 
@@ -63,7 +64,7 @@ def server_stats(url: str, reset: bool = False) -> dict:
 def pytest_command(
     url: str, data: Path, args: argparse.Namespace, concurrency: int, *extra: str
 ) -> list[str]:
-    out = data.parent / f"results-{concurrency}-{len(extra)}.jsonl"
+    out = data.parent / f"results-{concurrency}-{'-'.join(extra).strip('-')}.jsonl"
     return [
         *PYTEST,
         f"--dataset-path={data}",
@@ -125,9 +126,11 @@ def throughput(args: argparse.Namespace, data: Path, concurrency: int) -> None:
             ],
         )
         print(row("bare asyncio client", bare, ideal, None))
-        for workers in ("0", "2"):
-            result = measure(url, pytest_command(url, data, args, concurrency, "-n", workers))
-            print(row(f"pytest text-only -n {workers}", result, ideal, bare["wall"]))
+        for workers in ("0", "2"):  # streamed (SSE, the default) beside --no-stream
+            for streaming in ((), ("--no-stream",)):
+                result = measure(url, pytest_command(url, data, args, concurrency, "-n", workers, *streaming))
+                name = f"pytest text-only -n {workers}{' no-stream' if streaming else ''}"
+                print(row(name, result, ideal, bare["wall"]))
     finally:
         stop_server_process(process)
     process, url = start_server_process(

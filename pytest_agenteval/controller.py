@@ -41,6 +41,9 @@ class ResultsCollector:
         self.settings = settings
         self.gates = list(gates)
         self.choice = choice
+        # what the summary needs at the end (numpy, package metadata), loaded while the
+        # requests are in flight instead of after the last one
+        threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
         self.started = time.time()
         self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
         self.expected: list[str] = []
@@ -197,6 +200,13 @@ class ResultsCollector:
             "requests": request_totals(records),
             "backend": dict(sorted(self.backend.items())),
             "storage": list(self.storage_notes),  # what went wrong on disk so far
+            # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
+            # (non-streamed, from max_tokens and throughput), request_timeout
+            "stalls": {
+                k.removeprefix("stalls_"): v
+                for k, v in sorted(self.backend.items())
+                if k.startswith("stalls_")
+            },
             **described,
             "model": describe_model(self.choice, settings),
             "selection": {
@@ -273,6 +283,12 @@ class ResultsCollector:
             terminalreporter.write_line(f"storage: {note}")
         if self.written:
             terminalreporter.write_line(f"results: {self.written}")
+
+
+def _warm_up() -> None:
+    from . import metrics  # noqa: F401 - numpy, for the summary's metrics
+
+    package_versions()
 
 
 def _harness_usage() -> dict[str, float]:

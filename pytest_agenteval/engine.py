@@ -66,6 +66,23 @@ class Engine:
                 if job is not None and not job.started:
                     job.future.cancel()
 
+    def withdraw(self, items: Iterable[tuple[Hashable, ...]]) -> list[bool]:
+        """Per item (a key prefix that covers its samples): True, and its queued jobs
+        cancelled, when none of them has started, so another process may run the item
+        instead; False, and nothing touched, when one has (its requests are paid for here)."""
+        answers = []
+        with self._lock:  # _admit starts jobs under the same lock: no job starts meanwhile
+            for prefix in items:
+                jobs = [job for key, job in self._jobs.items() if key[: len(prefix)] == prefix]  # type: ignore[index]
+                if any(job.started or job.future.done() for job in jobs):
+                    answers.append(False)
+                    continue
+                for job in jobs:
+                    job.future.cancel()
+                    del self._jobs[job.key]
+                answers.append(True)
+        return answers
+
     @property
     def active(self) -> int:
         """Jobs running now."""
@@ -115,11 +132,12 @@ class Engine:
     def _admit(self) -> None:
         while self._active < self.max_active and self._heap:
             priority, _, job = heapq.heappop(self._heap)
-            if job.started or job.future.cancelled() or priority != job.priority:
-                continue  # stale heap entry
-            if not job.future.set_running_or_notify_cancel():
-                continue
-            job.started = True
+            with self._lock:  # atomic against withdraw(): started, or cancelled, never both
+                if job.started or job.future.cancelled() or priority != job.priority:
+                    continue  # stale heap entry
+                if not job.future.set_running_or_notify_cancel():
+                    continue
+                job.started = True
             self._active += 1
             context = contextvars.copy_context()
             context.run(request_priority.set, priority)

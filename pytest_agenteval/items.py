@@ -115,7 +115,7 @@ def upcoming(item: pytest.Item) -> tuple[Iterable[tuple[int, pytest.Item]], set[
     everything still queued here."""
     session = item.session
     items = session.items
-    interactor = _worker_interactor(item.config)
+    interactor = worker_interactor(item.config)
     if interactor is None:
         index = _index_of(session, item)
         return ((i, items[i]) for i in range(index, len(items))), None
@@ -140,7 +140,7 @@ def _index_of(session: pytest.Session, item: pytest.Item) -> int:
     return positions.get(id(item), 0)
 
 
-def _worker_interactor(config: pytest.Config) -> Any:
+def worker_interactor(config: pytest.Config) -> Any:
     if not hasattr(config, "workerinput"):
         return None
     for plugin in config.pluginmanager.get_plugins():

@@ -135,6 +135,21 @@ OPTIONS: tuple[Option, ...] = (
         int,
     ),
     Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
+    Option(
+        "idle_timeout",
+        "--idle-timeout",
+        60.0,
+        "seconds without a byte of a streamed reply before it counts as a stall and is retried "
+        "(non-streamed requests get a deadline from max_tokens and the endpoint's throughput)",
+        float,
+    ),
+    Option(
+        "no_stream",
+        "--no-stream",
+        False,
+        "do not stream replies (SSE); stalls are then caught by the max_tokens deadline",
+        _bool,
+    ),
     Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int),
     Option(
         "retry_max_seconds",
@@ -483,6 +498,9 @@ class Settings:
     serve_tp: int = 1
     serve_args: tuple[str, ...] = ()
     strict: bool = False
+    # -- stall detection (issue 14) ---------------------------------------------------
+    idle_timeout: float = 60.0
+    no_stream: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -587,6 +605,8 @@ def validate(settings: Settings) -> None:
         raise pytest.UsageError(f"--top-p must be in (0, 1], got {settings.top_p}")
     if settings.sandbox_timeout <= 0 or settings.request_timeout <= 0:
         raise pytest.UsageError("--sandbox-timeout and --request-timeout must be > 0")
+    if settings.idle_timeout <= 0:
+        raise pytest.UsageError(f"--idle-timeout must be > 0 seconds, got {settings.idle_timeout:g}")
     if settings.endpoints and settings.model_path:
         raise pytest.UsageError(
             "--endpoint and --model-path conflict: evaluate one model per run "

@@ -3,6 +3,7 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -169,6 +170,11 @@ def pytest_configure(config: pytest.Config) -> None:
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
+    if _is_worker(config):
+        from .stealing import install_worker_guard
+
+        runtime = config.stash[RUNTIME]
+        install_worker_guard(config, lambda: runtime.started_engine)
 
 
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
@@ -406,6 +412,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     runtime = item.config.stash.get(RUNTIME, None)
     if runtime is None or suite_of(getattr(item, "module", None)) is None:
         return
+    from .stealing import STEAL_LOCK
+
+    # Under xdist, no steal between reading this worker's queue and starting its items.
+    with item.config.stash.get(STEAL_LOCK, contextlib.nullcontext()):
+        _prefetch_ahead(runtime, item)
+
+
+def _prefetch_ahead(runtime: Runtime, item: pytest.Item) -> None:
     ahead, queued = upcoming(item)
     if queued is not None:
         runtime.forget(queued)
@@ -469,9 +483,10 @@ class _XdistController:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Work stealing hands each worker a long queue up front, which it prefetches;
-        plain `load` would feed it two items at a time."""
+        plain `load` would feed it two items at a time. Steals take only items whose
+        rollouts have not started (see `stealing`)."""
         if config.getoption("dist") != "load":
             return None
-        from xdist.scheduler import WorkStealingScheduling
+        from .stealing import PaidOnceStealing
 
-        return WorkStealingScheduling(config, log)
+        return PaidOnceStealing(config, log)

@@ -8,6 +8,7 @@ temporary directory. Each says so in one note."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -210,6 +211,11 @@ def _unlink_quietly(path: Path) -> None:
 
 
 def package_versions() -> dict[str, str]:
+    return dict(_package_versions())
+
+
+@functools.cache  # read once per process (a metadata scan), warmed during the run
+def _package_versions() -> dict[str, str]:
     versions = {"python": sys.version.split()[0]}
     for name in _PACKAGES:
         try:

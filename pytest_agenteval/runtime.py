@@ -82,6 +82,11 @@ class Runtime:
             self._engine = Engine(max_active=active)
         return self._engine
 
+    @property
+    def started_engine(self) -> Engine | None:
+        """The engine if something started it (another thread must not create one)."""
+        return self._engine
+
     def sandbox(self) -> Any:
         if self._sandbox is None:
             from .sandbox import Sandbox, SandboxConfig

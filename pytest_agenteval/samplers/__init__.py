@@ -208,6 +208,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         extra_body=extra,
         tokenizer=tokenizer,
         continuation=settings.continuation,
+        stream=not settings.no_stream,
+        idle_timeout_s=settings.idle_timeout,
     )
 
 

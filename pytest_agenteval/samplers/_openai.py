@@ -24,9 +24,16 @@ from ._base import (
     request_priority,
 )
 from ._counting import EndpointCounter, ServerChatTokenizer
+from ._health import EndpointHealth
 from ._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from ._slots import PrioritySlots
+from ._stream import StreamError, StreamInterrupted, read_stream
 from ._template import ChatTokenizer
+
+# Retry causes that say the endpoint is unwell (for the circuit breaker); 429 is not one.
+UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
+STALLS = ("stall", "deadline", "timeout")  # idle stream, max_tokens deadline, --request-timeout
+STALL_NAMES = {"stall": "idle", "deadline": "deadline", "timeout": "request_timeout"}
 
 
 class _Retryable(Exception):
@@ -59,6 +66,8 @@ class OpenAISampler:
         api_key: str | None = None,
         launched: Mapping[str, str] | None = None,
         fingerprint: str = "",
+        stream: bool = True,
+        idle_timeout_s: float = 60.0,
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
@@ -88,6 +97,11 @@ class OpenAISampler:
         # token-in/token-out: prompts as ids on /v1/completions (vLLM), rendered by /tokenize
         self.token_io = continuation == "tokens"
         self._local_tokenizer = tokenizer
+        # SSE with an idle timeout where the endpoint streams; else a max_tokens deadline
+        self.stream = stream
+        self.idle_timeout_s = idle_timeout_s
+        self._no_stream: set[str] = set()  # endpoints that refused `stream: true`
+        self.health = EndpointHealth(self.endpoints)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -103,6 +117,7 @@ class OpenAISampler:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
+                read_bufsize=2**20,  # streamed lines up to 2 MiB (one chunk can be a whole tool call)
             )
             self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
         return self._session
@@ -189,30 +204,52 @@ class OpenAISampler:
         return completions[:n]
 
     async def _request(self, body: dict[str, Any], route: str = "chat/completions") -> list[Completion]:
+        """Send with retries; endpoints out of the rotation are skipped, a retry after an
+        endpoint's failure goes to another one at once, and when every endpoint has been
+        down past the retry budget the request fails without waiting it out."""
         session = self._ensure_session()
         assert self._slots is not None
         priority = request_priority.get()
         started = time.monotonic()
-        attempt = 0
+        attempt, avoid = 0, None
         while True:
-            attempt += 1
+            endpoint = None
             async with self._slots.slot(priority):
-                endpoint = self._pick_endpoint()
-                self._in_flight[endpoint] += 1
-                try:
-                    self._counts["requests"] += 1
-                    data = await self._post(session, endpoint, body, route)
-                    completions = _parse_completions(data, time.monotonic() - started, attempt)
-                    self._counts["ok"] += 1
-                    return completions
-                except _Retryable as exc:
-                    failure = exc
-                finally:
-                    self._in_flight[endpoint] -= 1
+                endpoint, wait = self._pick_endpoint(avoid)
+                if endpoint is not None:
+                    attempt += 1
+                    self._in_flight[endpoint] += 1
+                    try:
+                        self._counts["requests"] += 1
+                        sent = time.monotonic()
+                        data = await self._post(session, endpoint, body, route)
+                        completions = _parse_completions(data, time.monotonic() - started, attempt)
+                        self._counts["ok"] += 1
+                        self._observe(endpoint, completions, time.monotonic() - sent)
+                        return completions
+                    except _Retryable as exc:
+                        failure = exc
+                        self._note_failure(endpoint, exc.cause)
+                    except FatalRequestError:
+                        self.health.succeeded(endpoint)  # it answered: alive
+                        raise
+                    finally:
+                        self._in_flight[endpoint] -= 1
+                        self.health.release(endpoint)  # a probe cancelled or raising: free it
+            if endpoint is None:  # every endpoint is out of the rotation
+                self._check_outage(started, attempt)
+                await asyncio.sleep(wait)
+                continue
             if failure.cause == "connection" and self._launched_dead(endpoint):
                 attempt -= 1  # drained: the other replicas take the request at once
                 continue
+            self._check_outage(started, attempt, failure.cause)
+            avoid = endpoint
             wait = self.retry.delay(attempt, failure.retry_after, self._rng)
+            if failure.cause in (*STALLS, "stream_interrupted") or (
+                failure.cause != "429" and self.health.healthy_other_than(endpoint)
+            ):
+                wait = 0.0  # the stall was the wait; or another endpoint takes it now
             if not self.retry.should_retry(attempt, started, wait):
                 self._counts[f"gave_up_{failure.cause}"] += 1
                 raise SamplerError(
@@ -223,14 +260,13 @@ class OpenAISampler:
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
 
-    def _pick_endpoint(self) -> str:
-        """The least-loaded live endpoint; when every launched server is dead, an error
-        at once (with the logs) instead of minutes of retries."""
-        live = [url for url in self.endpoints if url not in self._dead]
-        if not live:
+    def _pick_endpoint(self, avoid: str | None) -> tuple[str | None, float]:
+        """The health's pick; when every launched server is dead, an error at once (with
+        the logs) instead of minutes of retries."""
+        if self._dead and self.health.all_retired():
             logs = ", ".join(self.launched[url] for url in self.endpoints if url in self.launched)
             raise SamplerError(f"the launched server died (connection refused); its log: {logs}")
-        return min(live, key=lambda url: self._in_flight[url])
+        return self.health.pick(self._in_flight, avoid)
 
     def _launched_dead(self, endpoint: str) -> bool:
         """A launched loopback server that refuses connections has exited: drain it."""
@@ -245,22 +281,76 @@ class OpenAISampler:
                 return False
             except OSError:
                 self._dead.add(endpoint)
+                self.health.retire(endpoint)
                 self._counts["launched_server_died"] += 1
         return True
+
+    def _note_failure(self, endpoint: str, cause: str) -> None:
+        if cause in STALLS:
+            self._counts[f"stalls_{STALL_NAMES[cause]}"] += 1
+        if cause in UNHEALTHY or cause.isdigit() and int(cause) >= 500:
+            self.health.failed(endpoint)
+        else:
+            self.health.neutral(endpoint)
+
+    def _check_outage(self, started: float, attempt: int, cause: str | None = None) -> None:
+        """Every endpoint down for longer than a request may retry: fail now, with one line."""
+        down = self.health.all_down_for()
+        if down and down >= self.retry.max_total_s:
+            self._counts["gave_up_all_down"] += 1
+            last = f"; last error: {cause}" if cause else ""
+            raise SamplerError(
+                f"every endpoint is down ({', '.join(self.endpoints)}) for {down:.1f} s, past the "
+                f"retry budget of {self.retry.max_total_s:g} s (--retry-max-seconds){last}"
+            )
+
+    def _observe(self, endpoint: str, completions: Sequence[Completion], seconds: float) -> None:
+        tokens = sum(c.completion_tokens for c in completions)
+        self.health.succeeded(endpoint, tokens / max(1, len(completions)), seconds)
+
+    def _streams(self, endpoint: str, body: Mapping[str, Any]) -> bool:
+        # token ids come back whole only without streaming
+        return self.stream and endpoint not in self._no_stream and "return_token_ids" not in body
 
     async def _post(self, session: Any, endpoint: str, body: dict[str, Any], route: str) -> dict[str, Any]:
         import aiohttp
 
         url = f"{endpoint}/{route}"
+        streaming = self._streams(endpoint, body)
+        if streaming:  # silence between chunks is the stall signal
+            sent = {**body, "stream": True, "stream_options": {"include_usage": True}}
+            timeout = aiohttp.ClientTimeout(total=self.request_timeout_s, sock_read=self.idle_timeout_s)
+            cause = "stall"
+        else:  # no chunks to watch: a deadline from max_tokens and the endpoint's throughput
+            sent = body
+            limit = self.health.deadline(endpoint, int(body.get("max_tokens") or 0), self.idle_timeout_s)
+            deadline = limit is not None and limit < self.request_timeout_s
+            timeout = aiohttp.ClientTimeout(total=limit if deadline else self.request_timeout_s)
+            cause = "deadline" if deadline else "timeout"
         try:
-            async with session.post(url, json=body, headers=self._headers()) as response:
-                raw = await response.read()
+            async with session.post(url, json=sent, headers=self._headers(), timeout=timeout) as response:
                 status = response.status
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        except asyncio.TimeoutError as exc:
-            raise _Retryable("timeout") from exc
+                events = response.content_type == "text/event-stream"
+                if status == 200 and events:
+                    return await read_stream(response.content)
+                raw = await response.read()
+        except aiohttp.SocketTimeoutError as exc:  # sock_read: nothing for idle_timeout_s
+            raise _Retryable("stall" if streaming else cause) from exc
+        except asyncio.TimeoutError as exc:  # the whole request's time
+            raise _Retryable("timeout" if streaming else cause) from exc
+        except StreamInterrupted as exc:  # cut short by the server: it gets deadlines instead
+            self._no_stream.add(endpoint)
+            raise _Retryable("stream_interrupted") from exc
+        except (StreamError, ValueError) as exc:  # ValueError: a line past read_bufsize
+            raise _Retryable("truncated") from exc
         except (aiohttp.ClientError, ConnectionError, OSError) as exc:
             raise _Retryable("connection") from exc
+        if streaming and status in (400, 422) and "stream" in _error_message(raw).lower():
+            self._no_stream.add(endpoint)  # refuses SSE: from now on, deadlines instead
+            self._counts["stream_refused"] += 1
+            self._counts["requests"] += 1  # the refused one was sent too
+            return await self._post(session, endpoint, body, route)
         if status in FATAL_STATUS:
             self._counts[f"fatal_{status}"] += 1
             raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
@@ -277,7 +367,7 @@ class OpenAISampler:
         return approx_token_count(text)
 
     def stats(self) -> dict[str, Any]:
-        return dict(sorted(self._counts.items()))
+        return dict(sorted((self._counts + self.health.counts).items()))
 
     @property
     def in_flight(self) -> int:

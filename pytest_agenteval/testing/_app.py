@@ -17,6 +17,7 @@ from ._config import ServerConfig
 from ._faults import FaultInjector, unit_draw
 from ._render import estimate_prompt_tokens, render_choice, tool_names
 from ._responders import last_user_text, normalize_replies
+from ._sse import sse_events, wants_stream
 from ._stats import InFlightTracker, RequestLog, outcome_counts
 from ._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
 
@@ -129,7 +130,7 @@ class ServerCore:
             self._site = None
         # Let ordinary requests finish, but not stalls (pointless to wait for); then
         # cancel what is left so stopping takes at most ``shutdown_timeout``.
-        waiting = [t for t, rec in self._active.items() if rec.outcome != "stall"]
+        waiting = [t for t, rec in self._active.items() if rec.outcome not in ("stall", "stall_stream")]
         if waiting:
             await asyncio.wait(waiting, timeout=self.config.shutdown_timeout)
         leftover = [t for t in self._active if not t.done()]
@@ -242,6 +243,8 @@ class ServerCore:
         rec.n = int(body.get("n") or 1) if self.config.support_n else 1
         rec.attempt = self.injector.next_attempt(rec.key)
         fault = self.injector.decide(rec.key, rec.attempt, rec.endpoint, body)
+        if fault == "stall_stream" and not (wants_stream(body) and self.config.support_stream):
+            fault = "stall"  # nothing streams: the same silence, before any byte
         if fault == "stall":
             rec.outcome = "stall"  # logged as such even if the client gives up meanwhile
             await asyncio.sleep(self.config.stall_s)
@@ -250,6 +253,9 @@ class ServerCore:
             fault = None
         else:
             await asyncio.sleep(self._delay_s(rec))
+        if fault == "stall_stream":
+            rec.outcome = fault
+            return await self._respond(request, body, rec)
         if fault is not None:
             rec.outcome = fault
             return await self._fault(request, fault, body, rec)
@@ -271,10 +277,39 @@ class ServerCore:
             error = openai_error(500, f"responder failed: {exc!r}", "server_error")
             await self._send(request, error, rec)
             return error
-        if rec.outcome != "stall":  # a stall that finally answers stays a stall
+        if rec.outcome not in ("stall", "stall_stream"):  # a stall that finally answers stays one
             rec.outcome = "ok"
+        if wants_stream(body):
+            return await self._stream(request, payload, body, rec)
         resp = web.json_response(payload)
         await self._send(request, resp, rec)
+        return resp
+
+    async def _stream(
+        self, request: web.Request, payload: dict[str, Any], body: dict[str, Any], rec: _Attempt
+    ) -> web.StreamResponse:
+        """The reply as server-sent events; `stall_stream` sends the first event, then
+        nothing for `stall_s`, then drops the connection."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        events = list(sse_events(payload, body))
+        try:
+            await resp.prepare(request)
+            if rec.outcome == "stall_stream":
+                await resp.write(events[0])
+                await asyncio.sleep(self.config.stall_s)
+                return self._reset_connection(request, rec)
+            if self.config.stream_delay_ms:
+                for event in events[:-1]:
+                    await resp.write(event)
+                    await asyncio.sleep(self.config.stream_delay_ms / 1000.0)
+            else:
+                await resp.write(b"".join(events[:-1]))
+            self._finish(rec)
+            await resp.write(events[-1])
+            await resp.write_eof()
+        except ConnectionError:
+            if not rec.finished:
+                rec.outcome = "cancelled"
         return resp
 
     async def _fault(
@@ -336,6 +371,8 @@ class ServerCore:
         if kind is not None and allowed is not None and kind not in allowed:
             problem = f"response_format type {kind!r} is not supported"
             return openai_error(400, problem, "invalid_request_error")
+        if wants_stream(body) and not self.config.support_stream:
+            return openai_error(400, "stream is not supported by this server", "invalid_request_error")
         model = body.get("model")
         if self.config.strict_model and model != self.config.model:
             return openai_error(

@@ -27,6 +27,8 @@ class ServerConfig:
     strict_model: bool = False  # True: unknown model names get a 404 model_not_found
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
     support_n: bool = True  # False: always one choice, whatever ``n`` says
+    support_stream: bool = True  # False: ``stream: true`` gets a 400, as servers without SSE answer
+    stream_delay_ms: float = 0.0  # pause between streamed events: a slow, honest generation
     # "vllm": /tokenize (messages or text), "llama": /extras/tokenize, "llama-server":
     # /tokenize of {"content"} (llama.cpp's C++ server); one token a character
     tokenize: str = "none"

@@ -13,8 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-FAULT_KINDS = ("429", "500", "503", "reset", "stall", "truncated")
-# ``stall`` is left out of the default mix: it only makes sense with a client timeout.
+FAULT_KINDS = ("429", "500", "503", "reset", "stall", "truncated", "stall_stream")
+# ``stall`` (silent before any byte) and ``stall_stream`` (a streamed reply that goes
+# silent after its first event) are left out of the default mix: they only make sense
+# with a client timeout.
 DEFAULT_FAULT_MIX: Mapping[str, float] = {
     "429": 1.0,
     "500": 1.0,
