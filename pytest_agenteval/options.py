@@ -34,8 +34,15 @@ OPTIONS: tuple[Option, ...] = (
         "model_path",
         "--model-path",
         None,
-        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, or omitted for the "
-        "embedded SmolLM2-135M-Instruct",
+        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, a transformers checkpoint or "
+        "LoRA adapter folder (in-process, extra `transformers`), or omitted for the embedded "
+        "SmolLM2-135M-Instruct",
+    ),
+    Option(
+        "base_model",
+        "--base-model",
+        None,
+        "base model of an adapter --model-path (a checkpoint folder or hub id)",
     ),
     Option(
         "endpoints",
@@ -409,6 +416,7 @@ class Settings:
     datagen_reasks: int = 2
     datagen_solve: int = 0
     datagen_verifications: str | None = None
+    base_model: str | None = None  # --base-model: the base of an adapter --model-path
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

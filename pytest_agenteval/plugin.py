@@ -57,7 +57,9 @@ def _share(config: pytest.Config, total: int) -> int:
 def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
-        choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
+        choice = choose_model(
+            settings.model_path, settings.endpoints, settings.model_name, settings.base_model
+        )
         if collect_only:
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
@@ -82,6 +84,11 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         elif choice.kind == "replay":
             assert choice.path is not None
             ReplaySource(choice.path)
+        elif choice.kind == "transformers":
+            from .samplers._transformers import check_checkpoint
+
+            assert choice.path is not None
+            check_checkpoint(choice.path, choice.base, settings.llama_threads)
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -151,7 +158,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
     """The model choice without start-up checks; a bad one surfaces as item errors."""
     try:
-        return choose_model(settings.model_path, settings.endpoints, model_name or settings.model_name)
+        return choose_model(
+            settings.model_path, settings.endpoints, model_name or settings.model_name, settings.base_model
+        )
     except ValueError as exc:
         return ModelChoice("invalid", model_name=str(exc))
 
@@ -188,7 +197,7 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
         from .datagen import check_judge_options
 
         check_judge_options(settings)
-    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
+    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf", "transformers"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
             "use --bfcl-style prompting, or serve the model and pass --endpoint"

@@ -79,6 +79,10 @@ class Runtime:
             # in-process models run one call at a time: a short queue keeps them busy
             slots = self.concurrency * max(1, len(self.choice.endpoints))  # C per endpoint
             active = 4 if local else 2 * slots + self.sandbox_workers
+            if self.choice.kind == "transformers":
+                # all N samples of a problem in flight at once (they are one batch), and
+                # the next problem's gathering while this one generates
+                active = max(4, 2 * self.settings.val_n)
             self._engine = Engine(max_active=active)
         return self._engine
 

@@ -57,10 +57,11 @@ __all__ = [
 class ModelChoice:
     """Which backend the options select, checked at start-up."""
 
-    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "invalid" (model_name = why)
+    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "transformers" | "invalid" (model_name = why)
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
     model_name: str | None = None
+    base: Path | None = None  # transformers: the base checkpoint of an adapter `path`
 
     @property
     def label(self) -> str:
@@ -74,7 +75,12 @@ class ModelChoice:
         return f"replay-{self.path.stem}" if self.kind == "replay" else self.path.stem
 
 
-def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name: str | None) -> ModelChoice:
+def choose_model(
+    model_path: str | None,
+    endpoints: tuple[str, ...],
+    model_name: str | None,
+    base_model: str | None = None,
+) -> ModelChoice:
     """Map the options to a backend; raise ValueError with one line naming the fix."""
     if endpoints:
         return ModelChoice("openai", endpoints=endpoints, model_name=model_name)
@@ -90,6 +96,10 @@ def choose_model(model_path: str | None, endpoints: tuple[str, ...], model_name:
         if not path.is_file():
             raise ValueError(f"--model-path {model_path}: no such file; give an existing .gguf file")
         return ModelChoice("gguf", path=path)
+    if path.is_dir() and ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
+        from ._transformers import choose_checkpoint
+
+        return choose_checkpoint(path, base_model)
     raise ValueError(
         f"--model-path {model_path}: not a .gguf file or replay:PATH; to evaluate a hub model "
         f"or checkpoint folder, serve it (e.g. `vllm serve {model_path}`) and pass --endpoint URL"
@@ -159,6 +169,17 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
     if choice.kind == "replay":
         assert choice.path is not None
         return ReplaySource(choice.path)
+    if choice.kind == "transformers":
+        from ._transformers import TransformersSampler
+
+        assert choice.path is not None
+        return TransformersSampler(
+            choice.path,
+            base=choice.base,
+            n_threads=settings.llama_threads,
+            n_ctx=settings.n_ctx,
+            batch_rows=settings.val_n,
+        )
     extra = {}
     if settings.thinking != "omit":
         extra["chat_template_kwargs"] = {"enable_thinking": settings.thinking == "on"}
@@ -197,6 +218,10 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             n_ctx=settings.n_ctx,
             token_counter="the model's own tokenizer and chat template (token-in/token-out)",
         )
+    elif choice.kind == "transformers":
+        from ._transformers import describe_checkpoint
+
+        info.update(describe_checkpoint(choice.path, choice.base, settings))
     elif choice.kind == "openai":
         info.update(
             name=choice.model_name,
