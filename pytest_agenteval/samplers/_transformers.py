@@ -515,7 +515,10 @@ def check_checkpoint(path: Path, base: Path | None, n_threads: int) -> None:
 def describe_checkpoint(path: Path | None, base: Path | None, settings: Any) -> dict[str, Any]:
     """Model identity for the summary, without loading the model."""
     assert path is not None
-    identity = describe_identity(path, base, settings.llama_threads, settings.n_ctx, settings.val_n)
+    try:
+        identity = describe_identity(path, base, settings.llama_threads, settings.n_ctx, settings.val_n)
+    except OSError as exc:  # the folder went away mid-run: the results are still written
+        return {"name": path.name, "path": str(path), "error": f"cannot hash the model folder: {exc}"}
     info = {k: v for k, v in identity.as_dict().items() if k != "backend"}
     info.update(
         path=str(path),
