@@ -78,6 +78,24 @@ def adapter_is_live(base_logprobs: Sequence[float], adapter_logprobs: Sequence[f
     return list(base_logprobs) != list(adapter_logprobs)
 
 
+def checkpoint_from_gguf(gguf: Path, folder: Path) -> Path:
+    """Save a GGUF model (e.g. the embedded SmolLM2) as a transformers checkpoint folder:
+    dequantized to fp32, with its tokenizer and chat template. For tests, benchmarks and
+    for comparing this backend with llama.cpp on the same weights."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    # the weights are plain fp32 tensors now; the gguf marker would refuse save_pretrained
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
 # -- one loaded model per process ------------------------------------------------------
 _MODELS: dict[tuple[str, str | None, int], Any] = {}
 _MODELS_LOCK = threading.Lock()

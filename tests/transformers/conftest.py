@@ -37,20 +37,10 @@ def _build_once(folder: Path, build: Any) -> Path:
 
 def _save_checkpoint(folder: Path) -> None:
     """SmolLM2 from its gguf, dequantized to fp32, saved with save_pretrained."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from pytest_agenteval.samplers import embedded_model_path
+    from pytest_agenteval.samplers._transformers import checkpoint_from_gguf
 
-    gguf = embedded_model_path()
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-    # the weights are plain fp32 now; the gguf marker would refuse save_pretrained
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
+    checkpoint_from_gguf(embedded_model_path(), folder)
 
 
 def save_adapter(base: Path, folder: Path, *, random_b: bool, seed: int = 0) -> None:
