@@ -112,6 +112,9 @@ def load_model(path: Path, base: Path | None, n_threads: int) -> Any:
 
             torch.set_num_threads(n_threads)
             model = AutoModelForCausalLM.from_pretrained(str(base or path), dtype=torch.float32)
+            # generate() fills every field a call leaves unset from the model's own
+            # generation config (generation_config.json): make that one neutral too
+            model.generation_config = _neutral_generation_config(model.generation_config)
             if base is not None:
                 from peft import PeftModel
 
@@ -119,6 +122,14 @@ def load_model(path: Path, base: Path | None, n_threads: int) -> Any:
             model.eval()
             _MODELS[key] = model
         return _MODELS[key]
+
+
+def _neutral_generation_config(loaded: Any) -> Any:
+    """Only the special-token ids of the checkpoint's generation config survive."""
+    from transformers import GenerationConfig
+
+    ids = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+    return GenerationConfig(**{name: getattr(loaded, name, None) for name in ids})
 
 
 def greedy_logprobs(model: Any, prompt: Sequence[int]) -> list[float]:

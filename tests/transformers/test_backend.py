@@ -138,3 +138,27 @@ def test_adapter_probe_tells_a_live_adapter_from_a_zero_one(
     assert zero["live"] is False and zero["max_abs_logprob_diff"] == 0.0
     assert "ADAPTER IS NOT LIVE" in zero["warning"]
     assert adapter_is_live([0.0, -1.0], [0.0, -1.5]) and not adapter_is_live([0.0, -1.0], [0.0, -1.0])
+
+
+def test_generation_config_defaults_of_the_checkpoint_are_not_applied(
+    hf: TransformersSampler, hf_checkpoint: Path, tmp_path: Path
+) -> None:
+    """A checkpoint whose generation_config.json asks for greedy-like, penalised sampling
+    samples exactly as the plain one: only the explicit parameters count."""
+    import json
+
+    loud = tmp_path / "loud-defaults"
+    loud.mkdir()
+    for file in hf_checkpoint.iterdir():
+        if file.name != "generation_config.json" and not file.name.startswith("."):
+            (loud / file.name).symlink_to(file)
+    defaults = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2, "do_sample": True}
+    defaults.update(
+        temperature=0.05, top_k=1, repetition_penalty=3.0, no_repeat_ngram_size=1, min_new_tokens=20
+    )
+    (loud / "generation_config.json").write_text(json.dumps(defaults))
+    other = TransformersSampler(loud, n_threads=1, batch_rows=2)
+    prompt = hf.chat_tokenizer().render(OPEN, None, True)
+    assert _sample(other, prompt, [21, 22], 2) == _sample(hf, prompt, [21, 22], 2)
+    plain_greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
+    assert asyncio.run(other.complete_tokens(prompt, GREEDY)).token_ids == plain_greedy
