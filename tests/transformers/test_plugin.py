@@ -27,21 +27,23 @@ def _generations(path: Path) -> list[tuple[int, int, int, str, int]]:
 def test_adapter_on_its_base_checkpoint_runs_the_suite(
     run_suite, hf_checkpoint: Path, live_adapter: Path
 ) -> None:
-    result, path = run_suite(*FAST, f"--model-path={live_adapter}", f"--base-model={hf_checkpoint}")
+    # 4 problems x 2 samples, 2 problems in flight at a time (the engine holds 2N)
+    args = ("--limit=4", "--val-n=2", "--max-tokens=12", "--agenteval-no-cache")
+    result, path = run_suite(*args, f"--model-path={live_adapter}", f"--base-model={hf_checkpoint}")
     assert result.ret in (0, 1), result.stdout.str()  # passed or honestly failed, never errors
     problems, (summary,) = read_results(path)
     assert summary["complete"] is True and summary["errors"]["items"] == 0
-    assert [p["complete"] for p in problems] == [True, True]
+    assert [p["complete"] for p in problems] == [True] * 4
     texts = [t for *_, t, _ in _generations(path)]
-    assert len(texts) == 4 and all(t.strip() for t in texts) and len(set(texts)) == 4
+    assert len(texts) == 8 and all(t.strip() for t in texts) and len(set(texts)) >= 6
     model = summary["model"]
     assert model["backend"] == "transformers" and model["base"] == str(hf_checkpoint)
     assert model["adapter"] == str(live_adapter) and model["batch_rows"] == 2
     assert len(model["adapter_fingerprint"]) == len(model["checkpoint_fingerprint"]) == 64
     assert model["adapter_probe"]["live"] is True and "warning" not in model
-    # each problem's 2 samples were one batch of 2 rows
-    assert summary["backend"]["batches"] == 2 and summary["backend"]["batched_rows"] == 4
-    assert summary["tokens"]["completion"] == sum(n for *_, n in _generations(path)) <= 4 * 16
+    # each problem's 2 samples were one batch of 2 rows, whatever the timing
+    assert summary["backend"]["batches"] == 4 and summary["backend"]["batched_rows"] == 8
+    assert summary["tokens"]["completion"] == sum(n for *_, n in _generations(path)) <= 8 * 12
 
 
 def test_zero_adapter_is_flagged_loudly(run_suite, hf_checkpoint: Path, zero_adapter: Path) -> None:
@@ -80,7 +82,7 @@ def test_same_seeds_same_retool_generations_with_and_without_xdist(run_suite, hf
         (counting,) = summary["token_counting"]
         assert counting.startswith("the checkpoint's own tokenizer and chat template")
         # the first turn of each problem is one batch of its 2 samples, on either worker count
-        assert summary["backend"]["batched_rows"] - summary["backend"]["batches"] >= 2
+        assert summary["backend"]["batched_rows"] - summary["backend"]["batches"] == 2
 
 
 def _adapter_copy(source: Path, folder: Path, base: str | None) -> Path:
