@@ -111,6 +111,9 @@ def load_model(path: Path, base: Path | None, n_threads: int) -> Any:
             from transformers import AutoModelForCausalLM
 
             torch.set_num_threads(n_threads)
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # no "Loading weights" bars in pytest's output
             model = AutoModelForCausalLM.from_pretrained(str(base or path), dtype=torch.float32)
             # generate() fills every field a call leaves unset from the model's own
             # generation config (generation_config.json): make that one neutral too
@@ -534,7 +537,14 @@ def check_checkpoint(path: Path, base: Path | None, n_threads: int) -> None:
     except SamplerError as exc:
         raise ValueError(str(exc)) from None
     if base is not None:
-        result = PROBES[(str(path), str(base))] = probe_adapter(path, base, n_threads)
+        try:
+            result = PROBES[(str(path), str(base))] = probe_adapter(path, base, n_threads)
+        except Exception as exc:  # noqa: BLE001 - any loader failure: one line, not a traceback
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise ValueError(
+                f"--model-path {path}: transformers/peft cannot load it on {base} "
+                f"({type(exc).__name__}: {first}); check the adapter and --base-model"
+            ) from None
         if not result["live"]:
             import sys
 

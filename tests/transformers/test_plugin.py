@@ -123,6 +123,11 @@ def test_bad_model_folders_give_one_line(
     )
     _one_line(result, "--base-model is for adapter folders")
 
+    broken = _adapter_copy(live_adapter, aime_suite.path / "broken", str(hf_checkpoint))
+    (broken / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
+    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={broken}")
+    _one_line(result, f"--model-path {broken}: transformers/peft cannot load it on {hf_checkpoint}")
+
     bare = aime_suite.path / "bare"  # a checkpoint folder without tokenizer or chat template
     bare.mkdir()
     shutil.copy(hf_checkpoint / "config.json", bare / "config.json")
