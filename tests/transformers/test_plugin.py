@@ -12,8 +12,6 @@ import pytest
 
 from tests.conftest import read_results
 
-FAST = ("--limit=2", "--val-n=2", "--max-tokens=16")
-
 
 def _generations(path: Path) -> list[tuple[int, int, int, str, int]]:
     problems, _ = read_results(path)
@@ -66,7 +64,7 @@ def test_same_seeds_same_retool_generations_with_and_without_xdist(run_suite, hf
         "--mode=retool",
         "--limit=2",
         "--val-n=2",
-        "--max-assistant-tokens=24",
+        "--max-assistant-tokens=16",
         "--agenteval-no-cache",  # both runs really generate
         f"--model-path={hf_checkpoint}",
     )
