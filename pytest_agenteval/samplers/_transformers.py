@@ -109,10 +109,9 @@ def load_model(path: Path, base: Path | None, n_threads: int) -> Any:
         if key not in _MODELS:
             import torch
             from transformers import AutoModelForCausalLM
-
-            torch.set_num_threads(n_threads)
             from transformers.utils import logging as hf_logging
 
+            torch.set_num_threads(n_threads)
             hf_logging.disable_progress_bar()  # no "Loading weights" bars in pytest's output
             model = AutoModelForCausalLM.from_pretrained(str(base or path), dtype=torch.float32)
             # generate() fills every field a call leaves unset from the model's own

@@ -106,18 +106,19 @@ def test_seeded_sampling_repeats_and_temperature_zero_is_greedy(hf: Transformers
     assert greedy.token_ids == again.token_ids
 
 
-def test_top_k_one_is_greedy(hf: TransformersSampler) -> None:
-    """top_k really filters: with k = 1 any seed gives the greedy tokens."""
+def test_top_k_1_and_a_tiny_top_p_are_greedy(hf: TransformersSampler) -> None:
+    """top_k and top_p really filter: with k = 1, or p small enough to keep one token,
+    any seed gives the greedy tokens."""
     prompt = hf.chat_tokenizer().render(text_only_messages(PROBLEMS[0]), None, True)
     greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
     hf.batch_rows = 2
 
     async def run() -> list[Any]:
-        return await asyncio.gather(
-            *(hf.complete_tokens(prompt, SamplingParams(1.0, 1.0, 1, 48, s)) for s in (1, 2))
-        )
+        params = [SamplingParams(1.0, 1.0, 1, 48, s) for s in (1, 2)]
+        params += [SamplingParams(1.0, 1e-6, -1, 48, s) for s in (3, 4)]
+        return await asyncio.gather(*(hf.complete_tokens(prompt, p) for p in params))
 
-    assert [c.token_ids for c in asyncio.run(run())] == [greedy, greedy]
+    assert [c.token_ids for c in asyncio.run(run())] == [greedy] * 4
 
 
 def test_completion_ends_at_the_end_of_turn_token(hf: TransformersSampler) -> None:
