@@ -31,8 +31,11 @@ class _Job:
 
 
 class Engine:
-    def __init__(self, max_active: int) -> None:
+    def __init__(self, max_active: int, whole_items: bool = False) -> None:
         self.max_active = max(1, max_active)
+        # admit an item's queued samples together (a backend that batches them, like the
+        # transformers one, then sees them all at once, whatever the timing)
+        self.whole_items = whole_items
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agenteval-engine", daemon=True)
         self._thread.start()
@@ -47,16 +50,27 @@ class Engine:
     # -- called from the main thread -------------------------------------------------
     def submit(self, key: Hashable, factory: Callable[[], Awaitable[T]], priority: Priority) -> cf.Future[T]:
         """Schedule `factory()` once per key; a second submit may only raise its priority."""
+        return self.submit_all([(key, factory, priority)])[0]
+
+    def submit_all(
+        self, entries: Iterable[tuple[Hashable, Callable[[], Awaitable[Any]], Priority]]
+    ) -> list[cf.Future[Any]]:
+        """`submit` for several jobs (an item's samples) that reach the queue together, so
+        whole-item admission sees all of them at once."""
+        futures, pushed = [], []
         with self._lock:
-            job = self._jobs.get(key)
-            if job is None:
-                job = self._jobs[key] = _Job(key, factory, priority)
-            elif job.started or priority >= job.priority:
-                return job.future
-            else:
-                job.priority = priority
-        self._loop.call_soon_threadsafe(self._push, job)
-        return job.future
+            for key, factory, priority in entries:
+                job = self._jobs.get(key)
+                if job is None:
+                    job = self._jobs[key] = _Job(key, factory, priority)
+                    pushed.append(job)
+                elif not job.started and priority < job.priority:
+                    job.priority = priority
+                    pushed.append(job)
+                futures.append(job.future)
+        if pushed:
+            self._loop.call_soon_threadsafe(self._push, *pushed)
+        return futures
 
     def release(self, keys: Iterable[Hashable]) -> None:
         """Forget jobs: finished ones free their results, queued ones never start."""
@@ -125,12 +139,15 @@ class Engine:
         return problems
 
     # -- on the loop thread ----------------------------------------------------------
-    def _push(self, job: _Job) -> None:
-        heapq.heappush(self._heap, (job.priority, next(self._order), job))
+    def _push(self, *jobs: _Job) -> None:
+        for job in jobs:
+            heapq.heappush(self._heap, (job.priority, next(self._order), job))
         self._admit()
 
     def _admit(self) -> None:
         while self._active < self.max_active and self._heap:
+            if self.whole_items and self._active and not self._next_item_fits():
+                return  # wait for room for the whole item (an idle engine admits anyway)
             priority, _, job = heapq.heappop(self._heap)
             with self._lock:  # atomic against withdraw(): started, or cancelled, never both
                 if job.started or job.future.cancelled() or priority != job.priority:
@@ -144,6 +161,20 @@ class Engine:
             task = context.run(self._loop.create_task, self._run(job))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _next_item_fits(self) -> bool:
+        """Whether every queued sample of the next item (same item order) fits the free
+        slots; samples already started do not count."""
+        order = self._heap[0][0][0]
+        waiting = sum(
+            1
+            for priority, _, job in self._heap
+            if priority[0] == order
+            and priority == job.priority
+            and not job.started
+            and not job.future.cancelled()
+        )
+        return waiting <= self.max_active - self._active
 
     async def _run(self, job: _Job) -> None:
         try:

@@ -96,8 +96,10 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         elif choice.kind == "replay":
             assert choice.path is not None
             ReplaySource(choice.path)
-        elif choice.kind == "transformers" or settings.serve:
-            pass  # a launched server or the transformers backend: checked by _start_servers
+        elif settings.serve:
+            pass  # the launched server is checked by _start_servers
+        elif choice.kind == "transformers":
+            _check_transformers(choice, settings)
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -195,9 +197,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     """`--serve`: launch the run's server(s) here, on the controller, before xdist starts
     its workers; the workers get the URLs through workerinput and never launch."""
     if not settings.serve or choice.kind not in ("gguf", "embedded", "transformers"):
-        if choice.kind == "transformers":
-            _require_transformers_backend(settings)
-        return choice
+        return choice  # a transformers checkpoint without --serve was checked by _check_model
     from .serving.launcher import LaunchError
     from .serving.resolve import resolve_model_path
     from .serving.session import pick_backend, start
@@ -213,7 +213,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
         backend = pick_backend(resolved, settings.serve_backend)
         if backend is None:  # --serve auto without vLLM/SGLang and a GPU
             _say("agenteval: no vLLM/SGLang with a GPU here: using the in-process transformers backend")
-            _require_transformers_backend(settings)
+            _check_transformers(choice, settings)
             return choice
         out = (Path(os.path.expanduser(settings.out)).parent if settings.out else Path(RESULTS_DIR)).resolve()
         launch = start(settings, resolved, backend, out, cache or out, _say)
@@ -248,14 +248,16 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def _require_transformers_backend(settings: options.Settings) -> None:
-    import importlib.util
+def _check_transformers(choice: ModelChoice, settings: options.Settings) -> None:
+    """The in-process transformers backend: imports, chat template and the adapter probe,
+    at start-up (one line on any problem)."""
+    from .samplers._transformers import check_checkpoint
 
-    if importlib.util.find_spec("pytest_agenteval.samplers._transformers") is None:
-        raise pytest.UsageError(
-            f"--model-path {settings.model_path}: a checkpoint needs a server (--serve, with vLLM or "
-            "SGLang on a GPU) or the in-process transformers backend (pip install 'pytest-agenteval[hf]')"
-        )
+    assert choice.path is not None
+    try:
+        check_checkpoint(choice.path, choice.base, settings.llama_threads)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _check_output(settings: options.Settings) -> None:
@@ -290,7 +292,7 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
         from .datagen import check_judge_options
 
         check_judge_options(settings)
-    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf"):
+    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf", "transformers"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
             "use --bfcl-style prompting, or serve the model and pass --endpoint"

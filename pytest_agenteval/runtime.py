@@ -79,7 +79,11 @@ class Runtime:
             # in-process models run one call at a time: a short queue keeps them busy
             slots = self.concurrency * max(1, len(self.choice.endpoints))  # C per endpoint
             active = 4 if local else 2 * slots + self.sandbox_workers
-            self._engine = Engine(max_active=active)
+            if self.choice.kind == "transformers":
+                # all N samples of a problem in flight at once (they are one batch), and
+                # the next problem's gathering while this one generates
+                active = max(4, 2 * self.settings.val_n)
+            self._engine = Engine(max_active=active, whole_items=self.choice.kind == "transformers")
         return self._engine
 
     @property
@@ -159,14 +163,14 @@ class Runtime:
         return rollout
 
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
-        return [
-            self.engine.submit(
+        return self.engine.submit_all(
+            (
                 (suite.name, problem.node_id, j),
                 functools.partial(self._counted_rollout, suite, problem, j),
                 (order, j),
             )
             for j in range(self.sample_count(suite, problem))
-        ]
+        )
 
     def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
         """Start the rollouts of items pytest will run soon, in their order."""

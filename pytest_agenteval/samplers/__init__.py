@@ -62,7 +62,7 @@ class ModelChoice:
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
     model_name: str | None = None
-    base: str | None = None  # transformers: the base checkpoint dir or hub id of an adapter
+    base: Path | None = None  # transformers: the base checkpoint of an adapter `path`
     served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
     api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
 
@@ -113,11 +113,14 @@ def choose_model(
         scheme = model_path.split("://")[0]
         raise ValueError(f"--model-path {model_path}: no backend here takes {scheme}:// paths")
     # a checkpoint or adapter without a launched server: the in-process transformers backend
+    from ._transformers import choose_checkpoint
+
+    assert resolved.path is not None
     base = None
     if resolved.base is not None:
         assert resolved.base.path is not None
         base = str(resolved.base.path)
-    return ModelChoice("transformers", path=resolved.path, base=base)
+    return choose_checkpoint(resolved.path, base)
 
 
 def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
@@ -183,6 +186,17 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
     if choice.kind == "replay":
         assert choice.path is not None
         return ReplaySource(choice.path)
+    if choice.kind == "transformers":
+        from ._transformers import TransformersSampler
+
+        assert choice.path is not None
+        return TransformersSampler(
+            choice.path,
+            base=choice.base,
+            n_threads=settings.llama_threads,
+            n_ctx=settings.n_ctx,
+            batch_rows=settings.val_n,
+        )
     extra = {}
     if settings.thinking != "omit":
         extra["chat_template_kwargs"] = {"enable_thinking": settings.thinking == "on"}
@@ -232,6 +246,10 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
         )
     elif choice.kind == "openai" and choice.served is not None:
         info.update(name=choice.model_name, served=dict(choice.served), token_counter="the server's")
+    elif choice.kind == "transformers":
+        from ._transformers import describe_checkpoint
+
+        info.update(describe_checkpoint(choice.path, choice.base, settings))
     elif choice.kind == "openai":
         info.update(
             name=choice.model_name,

@@ -1,0 +1,82 @@
+"""Fixtures of the transformers-backend tests: SmolLM2 loaded from its gguf and saved as a
+real checkpoint folder, and real peft LoRA adapters on top (a seeded random one and peft's
+default zero one). Built once per run, shared by xdist workers through a file lock, and
+never committed: everything lives in pytest's tmp folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# torch is the one dependency these tests may lack (it is installed on its own, pinned);
+# transformers and peft come with the extra, and a missing one should fail, not skip
+pytest.importorskip("torch", reason="torch is not installed: pip install torch==2.13.0")
+
+
+def _shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """A folder all xdist workers of this run see (their base temps' parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
+def _build_once(folder: Path, build: Any) -> Path:
+    """Build `folder` once per run, whichever worker comes first; the others wait."""
+    from filelock import FileLock
+
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / ".done").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            build(folder)
+            (folder / ".done").write_text("ok", encoding="utf-8")
+    return folder
+
+
+def _save_checkpoint(folder: Path) -> None:
+    """SmolLM2 from its gguf, dequantized to fp32, saved with save_pretrained."""
+    from pytest_agenteval.samplers import embedded_model_path
+    from pytest_agenteval.samplers._transformers import checkpoint_from_gguf
+
+    checkpoint_from_gguf(embedded_model_path(), folder)
+
+
+def save_adapter(base: Path, folder: Path, *, random_b: bool, seed: int = 0) -> None:
+    """A LoRA (r=8 on q_proj and v_proj) on `base`: with `random_b`, peft's
+    init_lora_weights=False gives B != 0 (a live adapter); peft's default has B = 0."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
+    config = LoraConfig(
+        r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=not random_b
+    )
+    peft_model = get_peft_model(model, config)
+    if random_b:  # scaled so the adapter changes logprobs without wrecking the model
+        with torch.no_grad():
+            for name, parameter in peft_model.named_parameters():
+                if "lora_B" in name:
+                    parameter.mul_(0.05)
+    peft_model.save_pretrained(str(folder))
+    config_file = folder / "adapter_config.json"
+    assert json.loads(config_file.read_text())["base_model_name_or_path"] == str(base)
+
+
+@pytest.fixture(scope="session")
+def hf_checkpoint(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    return _build_once(_shared_dir(tmp_path_factory, worker_id) / "smollm2-ckpt", _save_checkpoint)
+
+
+@pytest.fixture(scope="session")
+def live_adapter(hf_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    folder = _shared_dir(tmp_path_factory, worker_id) / "lora-random"
+    return _build_once(folder, lambda f: save_adapter(hf_checkpoint, f, random_b=True))
+
+
+@pytest.fixture(scope="session")
+def zero_adapter(hf_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    folder = _shared_dir(tmp_path_factory, worker_id) / "lora-zero"
+    return _build_once(folder, lambda f: save_adapter(hf_checkpoint, f, random_b=False))
