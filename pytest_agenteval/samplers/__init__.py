@@ -222,7 +222,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
         extra_body=extra,
         tokenizer=tokenizer,
         continuation=settings.continuation,
-        stream=not settings.no_stream,
+        stream=not settings.no_stream and bool((choice.served or {}).get("streams", True)),
         idle_timeout_s=settings.idle_timeout,
     )
 

@@ -89,6 +89,8 @@ class Launch:
             "logs": {s.url: str(s.log_path) for s in self.servers},
             "sampling_defaults": dict(self.servers[0].spec.sampling_defaults),
             "fingerprint": self.resolved.fingerprint,
+            # llama_cpp.server ends a running stream when the next request arrives: ask whole replies
+            "streams": all(s.spec.backend != "llama-cpp" for s in self.servers),
         }
         notes = [line for s in self.servers for line in server_notes(s.log_path)]
         if notes:
