@@ -51,6 +51,14 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "model name sent to --endpoint servers (default: the first one the server lists)",
     ),
+    Option("base_model", "--base-model", None, "base model of an adapter --model-path (a checkpoint folder or hub id)"),
+    Option(
+        "sdk_telemetry",
+        "--sdk-telemetry",
+        False,
+        "trio:// and tinker://: let the SDK send its telemetry (off unless given)",
+        _bool,
+    ),
     Option(
         "api_key_env",
         "--api-key-env",
@@ -347,6 +355,8 @@ class Settings:
     model_path: str | None
     endpoints: tuple[str, ...]
     model_name: str | None
+    base_model: str | None
+    sdk_telemetry: bool
     api_key_env: str
     concurrency: int
     samples_per_request: int

@@ -23,6 +23,7 @@ from .registry import KNOWN_METRICS, remember
 from .results import RESULTS_DIR, check_writable
 from .runtime import Runtime
 from .samplers import (
+    SDK_SCHEMES,
     ModelChoice,
     ReplayError,
     ReplaySource,
@@ -57,7 +58,9 @@ def _share(config: pytest.Config, total: int) -> int:
 def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
-        choice = choose_model(settings.model_path, settings.endpoints, settings.model_name)
+        choice = choose_model(
+            settings.model_path, settings.endpoints, settings.model_name, settings.base_model
+        )
         if collect_only:
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
@@ -82,6 +85,10 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         elif choice.kind == "replay":
             assert choice.path is not None
             ReplaySource(choice.path)
+        elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
+            from .samplers._sdk import adapter_for, open_session
+
+            open_session(adapter_for(choice.kind), settings, None)
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -138,6 +145,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.pluginmanager.hasplugin("xdist"):
             config.pluginmanager.register(_XdistController(choice), "agenteval-xdist")
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
+    if choice.kind in SDK_SCHEMES:
+        from .samplers._sdk import close_sessions
+
+        config.add_cleanup(close_sessions)  # sessions end with pytest, Ctrl-C included
     config.stash[RUNTIME] = Runtime(
         settings,
         choice,
@@ -151,7 +162,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelChoice:
     """The model choice without start-up checks; a bad one surfaces as item errors."""
     try:
-        return choose_model(settings.model_path, settings.endpoints, model_name or settings.model_name)
+        return choose_model(
+            settings.model_path, settings.endpoints, model_name or settings.model_name, settings.base_model
+        )
     except ValueError as exc:
         return ModelChoice("invalid", model_name=str(exc))
 
