@@ -11,6 +11,7 @@ SDKs would wait on for hours. Keys come only from the SDKs' own environment vari
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import threading
@@ -250,14 +251,92 @@ class SdkSampler:
         difference being the retries the SDK made on its own."""
         sends = self.adapter.sample_sends()
         counts = dict(self._counts)
-        counts["sdk_sample_sends"] = sends
-        counts["sdk_retries"] = max(0, sends - self._counts["requests"])
+        if sends:  # 0: the SDK sent through a transport other than httpx, which we cannot see
+            counts["sdk_sample_sends"] = sends
+            counts["sdk_retries"] = max(0, sends - self._counts["requests"])
         return dict(sorted(counts.items()))
 
     async def aclose(self) -> None:
         if self._session is not None:
             self._session = None
             await asyncio.to_thread(close_sessions)
+
+
+class SdkAdapter:
+    """What the PyTRIO and Tinker adapters share; each names its SDK, variables and route."""
+
+    scheme = ""
+    vendor = ""
+    key_env = ""
+    url_env = ""
+    default_url = ""
+    sample_route = ""
+    fatal_status = frozenset({400, 401, 403, 404, 422})
+
+    def base_url(self) -> str:
+        return os.environ.get(self.url_env) or self.default_url
+
+    def require_key(self) -> str:
+        key = os.environ.get(self.key_env, "").strip()
+        if not key:
+            raise StartupError(
+                f"{self.scheme}://: {self.key_env} is not set; export your {self.vendor} API key in it"
+            )
+        return key
+
+    def tokenizer(self, settings: Any, load: Any, model_id: str) -> ChatTokenizer:
+        """`--tokenizer PATH`, else the SDK's `get_tokenizer()` (`load`)."""
+        if settings.tokenizer:
+            from ._template import tokenizer_from_file
+
+            return tokenizer_from_file(settings.tokenizer)
+        try:
+            tokenizer = load()
+        except Exception as exc:  # noqa: BLE001 - offline, or a model id the hub does not know
+            raise StartupError(
+                f"{self.scheme}://: cannot load the tokenizer of {model_id!r} ({first_line(exc)}); "
+                "pass --tokenizer PATH"
+            ) from None
+        return hf_chat_tokenizer(tokenizer, f"the SDK's get_tokenizer() ({model_id})")
+
+    def startup_line(self, exc: BaseException, doing: str) -> str:
+        """One line for a refusal while signing in or creating the sampler."""
+        status = int(getattr(exc, "status_code", 0) or 0)
+        code = str(getattr(exc, "code", "") or "")
+        message = self.describe(exc)
+        url = self.base_url()
+        if status in (401, 403) or code.startswith("auth."):
+            return (
+                f"{self.scheme}://: {self.vendor} at {url} refused the key in {self.key_env} "
+                f"({message}); set a valid key"
+            )
+        if status == 0:
+            return (
+                f"{self.scheme}://: cannot reach {self.vendor} at {url} while {doing} ({message}); "
+                f"check {self.url_env}"
+            )
+        code = f" {code}" if code else ""
+        return f"{self.scheme}://: {self.vendor} refused {doing} (HTTP {status}{code}: {message})"
+
+    def describe(self, exc: BaseException) -> str:
+        return first_line(getattr(exc, "message", None) or exc)
+
+    def is_fatal(self, exc: BaseException) -> bool:
+        return int(getattr(exc, "status_code", 0) or 0) in self.fatal_status
+
+    def sample_sends(self) -> int:
+        return http_sends(self.sample_route)
+
+
+def first_line(value: Any) -> str:
+    lines = str(value).strip().splitlines()
+    return lines[0] if lines else type(value).__name__
+
+
+def doing_what(settings: Any) -> str:
+    checkpoint = checkpoint_of(settings.model_path)
+    where = f" --model-path {checkpoint}" if checkpoint else ""
+    return f"creating a sampler for --base-model {settings.base_model}{where}"
 
 
 ADAPTERS: dict[str, Any] = {}
@@ -269,8 +348,12 @@ def adapter_for(scheme: str) -> Any:
             from ._trio import TrioAdapter
 
             ADAPTERS[scheme] = TrioAdapter
+        elif scheme == "tinker":
+            from ._tinker import TinkerAdapter
+
+            ADAPTERS[scheme] = TinkerAdapter
         else:
-            raise StartupError(f"--model-path {scheme}://: no {scheme} backend in this build")
+            raise StartupError(f"--model-path {scheme}://: no such backend; use trio:// or tinker://")
     return ADAPTERS[scheme]()
 
 

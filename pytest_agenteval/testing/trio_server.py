@@ -30,7 +30,11 @@ class TrioTestServer(SdkServer):
         super().__init__(*args, **kwargs)
         self._ids = itertools.count(1)
         self.sampling_runs: dict[str, dict[str, Any]] = {}  # cuid -> the create request + model
-        self.closed_sessions: dict[str, str] = {}  # cuid -> close status
+        self.ended_sessions: dict[str, str] = {}  # cuid -> close status
+
+    def checkpoints_loaded(self) -> list[str]:
+        """The checkpoint of every sampling run, in order ("" for the base model itself)."""
+        return [run.get("source_checkpoint_uri", "") for run in self.sampling_runs.values()]
 
     def routes(self, app: web.Application) -> None:
         app.router.add_get("/api/openapi/v1/api-key/verify", self._verify)
@@ -146,7 +150,7 @@ class TrioTestServer(SdkServer):
     async def _close_session(self, request: web.Request) -> web.Response:
         self.count("close")
         body = await request.json()
-        self.closed_sessions[request.match_info["ss"]] = str(body.get("status"))
+        self.ended_sessions[request.match_info["ss"]] = str(body.get("status"))
         return web.json_response({"ok": True})
 
     async def _telemetry(self, request: web.Request) -> web.Response:

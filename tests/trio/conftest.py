@@ -1,25 +1,66 @@
-"""A local PyTRIO service (real socket, real SDK) whose sample route generates with the
-embedded SmolLM2 from token ids, and the tokenizer folder it serves as the model id."""
+"""Local PyTRIO and Tinker services (real sockets, driven by the real SDKs) whose sample
+routes generate with the embedded SmolLM2 from token ids, and the tokenizer folder they
+serve. `service` runs each test once per protocol."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_agenteval.samplers import LlamaSampler, embedded_model_path
-from pytest_agenteval.testing._sdk_server import SdkServerConfig, gguf_tokenizer_dir
-from pytest_agenteval.testing.trio_server import TrioTestServer
+from pytest_agenteval.testing._sdk_server import SdkServer, SdkServerConfig, gguf_tokenizer_dir
 
-pytest.importorskip("pytrio", reason="the trio extra is not installed")
 
-BASE = "smol-base"
-OTHER_BASE = "other-base"
-STEP = "trio://run-1/sampler_weights/step-12"
-FOREIGN = "trio://run-2/sampler_weights/step-3"  # trained from OTHER_BASE
-KEY = "test-key"
+@dataclass(frozen=True)
+class Protocol:
+    """What differs between the two services, as a test sees it."""
+
+    scheme: str
+    vendor: str
+    key_env: str
+    url_env: str
+    key: str
+    rejected_key: str  # well-formed for the SDK, refused by the server
+    ended: str  # how a session that finished normally is recorded
+    base: str  # the base model's name ("" here: the tokenizer folder, as Tinker needs)
+
+    @property
+    def step(self) -> str:
+        return f"{self.scheme}://run-1/sampler_weights/step-12"
+
+    @property
+    def foreign(self) -> str:  # a checkpoint trained from the other base model
+        return f"{self.scheme}://run-2/sampler_weights/step-3"
+
+    def server_class(self) -> type[SdkServer]:
+        if self.scheme == "trio":
+            from pytest_agenteval.testing.trio_server import TrioTestServer
+
+            return TrioTestServer
+        from pytest_agenteval.testing.tinker_server import TinkerTestServer
+
+        return TinkerTestServer
+
+
+PROTOCOLS = {
+    "trio": Protocol(
+        "trio", "PyTRIO", "PYTRIO_API_KEY", "PYTRIO_BASE_URL", "test-key", "expired", "ENDED", "smol"
+    ),
+    # Tinker's get_tokenizer() loads the base model's name: a local folder keeps it offline
+    "tinker": Protocol(
+        "tinker", "Tinker", "TINKER_API_KEY", "TINKER_BASE_URL", "tml-test", "tml-old", "success", ""
+    ),
+}
+
+
+@pytest.fixture(params=sorted(PROTOCOLS))
+def protocol(request: pytest.FixtureRequest) -> Protocol:
+    pytest.importorskip("pytrio" if request.param == "trio" else "tinker", reason="SDK extra not installed")
+    return PROTOCOLS[request.param]
 
 
 @pytest.fixture(scope="session")
@@ -30,27 +71,37 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def generator() -> Iterator[LlamaSampler]:
     sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=4096)
+    sampler._load()  # loaded before any server starts: no first request waits on it
     yield sampler
 
 
 @pytest.fixture
-def trio_server(
-    tokenizer_dir: Path, generator: LlamaSampler, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[..., TrioTestServer]]:
-    """Start a server with these config overrides and point the SDK's variables at it."""
-    started: list[TrioTestServer] = []
+def base_model(protocol: Protocol, tokenizer_dir: Path) -> str:
+    return protocol.base or str(tokenizer_dir)
 
-    def start(**overrides: Any) -> TrioTestServer:
+
+@pytest.fixture
+def service(
+    protocol: Protocol,
+    base_model: str,
+    tokenizer_dir: Path,
+    generator: LlamaSampler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Callable[..., Any]]:
+    """Start this protocol's server with these config overrides; point the SDK at it."""
+    started: list[SdkServer] = []
+
+    def start(**overrides: Any) -> Any:
         config = SdkServerConfig(
-            api_key=KEY,
-            base_models={BASE: str(tokenizer_dir), OTHER_BASE: str(tokenizer_dir)},
-            checkpoints={STEP: BASE, FOREIGN: OTHER_BASE},
+            api_key=protocol.key,
+            base_models={base_model: str(tokenizer_dir), "other-base": str(tokenizer_dir)},
+            checkpoints={protocol.step: base_model, protocol.foreign: "other-base"},
             **overrides,
         )
-        server = TrioTestServer(config, generator).start()
+        server = protocol.server_class()(config, generator).start()
         started.append(server)
-        monkeypatch.setenv("PYTRIO_BASE_URL", server.url)
-        monkeypatch.setenv("PYTRIO_API_KEY", KEY)
+        monkeypatch.setenv(protocol.url_env, server.url)
+        monkeypatch.setenv(protocol.key_env, protocol.key)
         return server
 
     yield start
