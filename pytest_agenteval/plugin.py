@@ -220,6 +220,13 @@ def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None
     return config.rootpath / ".pytest_cache" / "d" / "agenteval"
 
 
+def pytest_keyboard_interrupt(excinfo: Any) -> None:
+    """trio:// and tinker:// sessions closed after a Ctrl-C are recorded as cancelled."""
+    from .samplers._sdk import mark_interrupted
+
+    mark_interrupted()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Stop the engine, model and sandbox last: the results are written by then."""
     runtime = config.stash.get(RUNTIME, None)

@@ -100,8 +100,17 @@ def open_session(adapter: Any, settings: Any, home: Path | None) -> Session:
         return _sessions[key]
 
 
-def close_sessions(status: str = "ENDED") -> None:
-    """End every session this process opened (also what a Ctrl-C path calls)."""
+_ending = {"status": "ENDED"}
+
+
+def mark_interrupted() -> None:
+    """Ctrl-C: the sessions still open end as CANCELLED rather than ENDED."""
+    _ending["status"] = "CANCELLED"
+
+
+def close_sessions(status: str | None = None) -> None:
+    """End every session this process opened (at the end of the run, Ctrl-C included)."""
+    status = status or _ending["status"]
     with _sessions_lock:
         sessions = list(_sessions.items())
         _sessions.clear()

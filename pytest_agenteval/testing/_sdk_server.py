@@ -119,6 +119,10 @@ class SdkServer:
     def count(self, route: str) -> None:
         self.calls[route] = self.calls.get(route, 0) + 1
 
+    def requests_started(self) -> int:
+        """Sample requests that arrived, the ones still being answered included."""
+        return self.calls.get("sample", 0)
+
     @property
     def requests(self) -> list[dict[str, Any]]:
         """One entry per sample request attempt: key, attempt, outcome, the whole body."""

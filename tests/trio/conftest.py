@@ -26,6 +26,7 @@ class Protocol:
     key: str
     rejected_key: str  # well-formed for the SDK, refused by the server
     ended: str  # how a session that finished normally is recorded
+    cancelled: str  # how a session ended by Ctrl-C is recorded
     base: str  # the base model's name ("" here: the tokenizer folder, as Tinker needs)
 
     @property
@@ -48,11 +49,27 @@ class Protocol:
 
 PROTOCOLS = {
     "trio": Protocol(
-        "trio", "PyTRIO", "PYTRIO_API_KEY", "PYTRIO_BASE_URL", "test-key", "expired", "ENDED", "smol"
+        "trio",
+        "PyTRIO",
+        "PYTRIO_API_KEY",
+        "PYTRIO_BASE_URL",
+        "test-key",
+        "expired",
+        "ENDED",
+        "CANCELLED",
+        "smol",
     ),
     # Tinker's get_tokenizer() loads the base model's name: a local folder keeps it offline
     "tinker": Protocol(
-        "tinker", "Tinker", "TINKER_API_KEY", "TINKER_BASE_URL", "tml-test", "tml-old", "success", ""
+        "tinker",
+        "Tinker",
+        "TINKER_API_KEY",
+        "TINKER_BASE_URL",
+        "tml-test",
+        "tml-old",
+        "success",
+        "interrupted",
+        "",
     ),
 }
 

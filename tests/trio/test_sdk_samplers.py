@@ -5,6 +5,10 @@ SDKs' real payloads, faults survived, and start-up refusals as one line."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -194,3 +198,30 @@ def test_an_unreachable_service_is_one_line(
     result, _ = run_suite(f"--model-path={protocol.step}", "--base-model=b", *SMALL, "--retry-max-seconds=3")
     line = _one_error_line(result)
     assert f"cannot reach {protocol.vendor} at http://127.0.0.1:9" in line, line
+
+
+def test_ctrl_c_ends_the_session_as_cancelled(
+    aime_suite: pytest.Pytester, tiny_aime: Any, service: Any, protocol: Any, base_model: str
+) -> None:
+    server = service(fault_plan=lambda ctx: "stall", stall_s=120.0)  # every request hangs
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        f"--dataset-path={tiny_aime}",
+        f"--agenteval-out={aime_suite.path / 'results.jsonl'}",
+        "--mode=text-only",
+        f"--model-path={protocol.step}",
+        f"--base-model={base_model}",
+        *SMALL,
+    ]
+    process = subprocess.Popen(
+        command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 60
+    while not server.requests_started() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.requests_started(), "no sample request arrived"
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
+    assert list(server.ended_sessions.values()) == [protocol.cancelled]
