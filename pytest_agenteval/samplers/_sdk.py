@@ -260,6 +260,9 @@ class SdkSampler:
         difference being the retries the SDK made on its own."""
         sends = self.adapter.sample_sends()
         counts = dict(self._counts)
+        if self._session is not None and self._slots is not None:  # summed over processes: totals
+            counts["sdk_max_in_flight"] = self._session.max_in_flight
+            counts["concurrency_slots"] = self._slots.capacity
         if sends:  # 0: the SDK sent through a transport other than httpx, which we cannot see
             counts["sdk_sample_sends"] = sends
             counts["sdk_retries"] = max(0, sends - self._counts["requests"])

@@ -28,6 +28,7 @@ class Protocol:
     ended: str  # how a session that finished normally is recorded
     cancelled: str  # how a session ended by Ctrl-C is recorded
     base: str  # the base model's name ("" here: the tokenizer folder, as Tinker needs)
+    cap: int  # the SDK's own limit of sample requests in flight (PyTRIO's default; our server's)
 
     @property
     def step(self) -> str:
@@ -58,6 +59,7 @@ PROTOCOLS = {
         "ENDED",
         "CANCELLED",
         "smol",
+        16,
     ),
     # Tinker's get_tokenizer() loads the base model's name: a local folder keeps it offline
     "tinker": Protocol(
@@ -70,6 +72,7 @@ PROTOCOLS = {
         "success",
         "interrupted",
         "",
+        2000,
     ),
 }
 

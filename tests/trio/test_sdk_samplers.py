@@ -69,12 +69,20 @@ def test_same_generations_with_and_without_workers(
     alone.assert_outcomes(failed=2)  # scored (a 135M model answers wrong), not errored
     workers, workers_path = run_suite(*args, "-n", "2", out="workers.jsonl")
     workers.assert_outcomes(failed=2)
+    (alone_summary,) = read_results(alone_path)[1]
+    # our --concurrency (32) never above the SDK's cap; -n 2 below: 16 a worker, summed
+    assert alone_summary["backend"]["sdk_max_in_flight"] == protocol.cap
+    assert alone_summary["backend"]["concurrency_slots"] == min(32, protocol.cap)
     first = _generations(alone_path)
     assert len(first) == 4 and first == _generations(workers_path)  # 2 problems x 2 samples
     problems, (summary,) = read_results(workers_path)
     assert all(not p.get("error") for p in problems)
     assert summary["model"]["backend"] == protocol.scheme and summary["model"]["base_model"] == base_model
     assert summary["backend"]["ok"] >= 4 and summary["backend"]["sdk_retries"] == 0
+    assert (
+        summary["backend"]["concurrency_slots"] == 32
+        and summary["backend"]["sdk_max_in_flight"] == 2 * protocol.cap
+    )
 
     # one sampler per process (1 alone, 2 workers; the controller's start-up check is reused
     # alone and closed with -n 2), each session ended
