@@ -34,7 +34,8 @@ OPTIONS: tuple[Option, ...] = (
         "model_path",
         "--model-path",
         None,
-        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, or omitted for the "
+        "model to evaluate: a *.gguf file, replay:RESULTS.jsonl, trio://... or tinker://... "
+        "(PyTRIO/Tinker sampler weights, with --base-model), or omitted for the "
         "embedded SmolLM2-135M-Instruct",
     ),
     Option(

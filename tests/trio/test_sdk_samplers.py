@@ -106,15 +106,22 @@ def test_same_generations_with_and_without_workers(
 
 
 def test_samples_per_request_is_one_request_with_num_samples(
-    run_suite: Any, service: Any, protocol: Any, base_model: str
+    run_suite: Any,
+    service: Any,
+    protocol: Any,
+    base_model: str,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server = service()
+    monkeypatch.setenv("HOME", str(tmp_path))  # the SDKs' config folders would go here
     base_only = f"--model-path={protocol.scheme}://"
     result, path = run_suite(base_only, f"--base-model={base_model}", *SMALL, "--samples-per-request=2")
     result.assert_outcomes(failed=2)
     bodies = [entry["body"] for entry in server.requests]
     assert len(bodies) == 2 and {b["num_samples"] for b in bodies} == {2}  # one request a problem
     assert server.checkpoints_loaded() == [""]  # the base model itself
+    assert not (tmp_path / ".pytrio").exists() and not (tmp_path / ".tinker").exists()
     problems, _ = read_results(path)
     sent = {b["sampling_params"]["seed"] for b in bodies}
     for problem in problems:
