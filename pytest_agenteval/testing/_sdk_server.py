@@ -213,13 +213,12 @@ def _abort(request: web.Request) -> web.StreamResponse:
     return web.Response(status=500)  # never sent
 
 
-def sequences_field(
-    completions: Sequence[Any], decode: Callable[[Sequence[int]], str] | None
-) -> list[dict[str, Any]]:
+def sequences_field(completions: Sequence[Any]) -> list[dict[str, Any]]:
+    """PyTRIO's sequences: the sampled ids; no text (the client decodes it from the ids)."""
     return [
         {
             "tokens": list(c.token_ids),
-            "text": decode(c.token_ids) if decode else None,
+            "text": None,
             "logprobs": [],  # llama.cpp's generate gives no logprobs; the SDKs do not require them
             "stop_reason": stop_reason(c),
         }

@@ -168,7 +168,7 @@ class TrioTestServer(SdkServer):
             lambda completions: {
                 "request_id": body.get("request_id", ""),
                 "sampling_run": sr,
-                "sequences": sequences_field(completions, None),
+                "sequences": sequences_field(completions),
                 "usage": {
                     "input_tokens": completions[0].prompt_tokens if completions else 0,
                     "output_tokens": sum(c.completion_tokens for c in completions),

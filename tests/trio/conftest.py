@@ -55,7 +55,7 @@ PROTOCOLS = {
         "PYTRIO_API_KEY",
         "PYTRIO_BASE_URL",
         "test-key",
-        "expired",
+        "stale-key-7",
         "ENDED",
         "CANCELLED",
         "smol",

@@ -79,6 +79,8 @@ def test_same_generations_with_and_without_workers(
     assert all(not p.get("error") for p in problems)
     assert summary["model"]["backend"] == protocol.scheme and summary["model"]["base_model"] == base_model
     assert summary["backend"]["ok"] >= 4 and summary["backend"]["sdk_retries"] == 0
+    if mode:  # retool continued from the sampled ids
+        assert summary["continuation"] == {"tokens": 4}
     assert (
         summary["backend"]["concurrency_slots"] == 32
         and summary["backend"]["sdk_max_in_flight"] == 2 * protocol.cap
