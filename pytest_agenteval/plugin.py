@@ -59,7 +59,10 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
         choice = choose_model(
-            settings.model_path, settings.endpoints, settings.model_name, settings.base_model
+            settings.model_path,
+            settings.endpoints,
+            settings.model_name,
+            base_model=settings.base_model,
         )
         if collect_only:
             return choice  # listing items needs no model and no server
@@ -163,7 +166,10 @@ def _lazy_choice(settings: options.Settings, model_name: str | None) -> ModelCho
     """The model choice without start-up checks; a bad one surfaces as item errors."""
     try:
         return choose_model(
-            settings.model_path, settings.endpoints, model_name or settings.model_name, settings.base_model
+            settings.model_path,
+            settings.endpoints,
+            model_name or settings.model_name,
+            base_model=settings.base_model,
         )
     except ValueError as exc:
         return ModelChoice("invalid", model_name=str(exc))

@@ -81,7 +81,11 @@ class ModelChoice:
 
 
 def choose_model(
-    model_path: str | None, endpoints: tuple[str, ...], model_name: str | None, base_model: str | None = None
+    model_path: str | None,
+    endpoints: tuple[str, ...],
+    model_name: str | None,
+    *,
+    base_model: str | None = None,
 ) -> ModelChoice:
     """Map the options to a backend; raise ValueError with one line naming the fix."""
     # -- trio:// and tinker:// (the SDK samplers, _sdk.py) --
