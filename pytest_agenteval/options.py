@@ -35,6 +35,7 @@ OPTIONS: tuple[Option, ...] = (
         "--model-path",
         None,
         "model to evaluate: a *.gguf file, a checkpoint folder, a LoRA adapter folder, a hub id, "
+        "trio://... or tinker://... (PyTRIO/Tinker sampler weights, with --base-model), "
         "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct",
     ),
     # -- launched servers and checkpoints (serving/) -----------------------------------
@@ -43,7 +44,8 @@ OPTIONS: tuple[Option, ...] = (
         "--base-model",
         None,
         "base checkpoint folder or hub id of a --model-path LoRA adapter (default: the adapter's "
-        "base_model_name_or_path; a different one is an error)",
+        "base_model_name_or_path; a different one is an error); the base model of trio:// and "
+        "tinker:// paths (required there)",
     ),
     Option(
         "chat_template",
@@ -112,6 +114,13 @@ OPTIONS: tuple[Option, ...] = (
         "--model-name",
         None,
         "model name sent to --endpoint servers (default: the first one the server lists)",
+    ),
+    Option(
+        "sdk_telemetry",
+        "--sdk-telemetry",
+        False,
+        "trio:// and tinker://: let the SDK send its telemetry (off unless given)",
+        _bool,
     ),
     Option(
         "api_key_env",
@@ -425,6 +434,7 @@ class Settings:
     model_path: str | None
     endpoints: tuple[str, ...]
     model_name: str | None
+    sdk_telemetry: bool
     api_key_env: str
     concurrency: int
     samples_per_request: int

@@ -24,6 +24,7 @@ from .registry import KNOWN_METRICS, remember
 from .results import RESULTS_DIR, check_writable
 from .runtime import Runtime
 from .samplers import (
+    SDK_SCHEMES,
     ModelChoice,
     ReplayError,
     ReplaySource,
@@ -100,6 +101,10 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
             pass  # the launched server is checked by _start_servers
         elif choice.kind == "transformers":
             _check_transformers(choice, settings)
+        elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
+            from .samplers._sdk import adapter_for, open_session
+
+            open_session(adapter_for(choice.kind), settings, None)
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -164,6 +169,10 @@ def pytest_configure(config: pytest.Config) -> None:
             _XdistController(choice, settings, cache_dir, launched), "agenteval-xdist"
         )
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
+    if choice.kind in SDK_SCHEMES:
+        from .samplers._sdk import close_sessions
+
+        config.add_cleanup(close_sessions)  # sessions end with pytest, Ctrl-C included
     config.stash[RUNTIME] = Runtime(
         settings,
         choice,
@@ -309,6 +318,13 @@ def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None
     if cache is not None:
         return Path(cache.mkdir("agenteval"))
     return config.rootpath / ".pytest_cache" / "d" / "agenteval"
+
+
+def pytest_keyboard_interrupt(excinfo: Any) -> None:
+    """trio:// and tinker:// sessions closed after a Ctrl-C are recorded as cancelled."""
+    from .samplers._sdk import mark_interrupted
+
+    mark_interrupted()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -63,7 +63,8 @@ class Runtime:
     @property
     def sampler(self) -> Any:
         if self._sampler is None:
-            sampler = make_sampler(self.choice, self.settings, self.concurrency)
+            home = self.cache_dir / "sdk-home" if self.cache_dir is not None else None
+            sampler = make_sampler(self.choice, self.settings, self.concurrency, home)
             if self.cache_dir is not None and not isinstance(sampler, ReplaySource):
                 from .cache import CachingSampler, GenerationCache
 

@@ -27,6 +27,8 @@ from ._openai import OpenAISampler
 from ._replay import PREFIX as REPLAY_PREFIX
 from ._replay import ReplayError, ReplaySource
 from ._retry import RetryPolicy
+from ._sdk import SCHEMES as SDK_SCHEMES
+from ._sdk import checkpoint_of, sdk_scheme
 from ._slots import PrioritySlots
 
 __all__ = [
@@ -58,18 +60,24 @@ __all__ = [
 class ModelChoice:
     """Which backend the options select, checked at start-up."""
 
-    kind: str  # "embedded" | "gguf" | "openai" | "replay" | "transformers" | "invalid" (model_name = why)
+    # "embedded" | "gguf" | "openai" | "replay" | "transformers" | "trio" | "tinker" | "invalid"
+    # (for "invalid", model_name says why)
+    kind: str
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
-    model_name: str | None = None
+    model_name: str | None = None  # trio/tinker: the base model
     base: Path | None = None  # transformers: the base checkpoint of an adapter `path`
     served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
     api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
+    uri: str = ""  # trio/tinker: the --model-path as given
 
     @property
     def label(self) -> str:
         if self.served is not None:
             return str(self.served.get("label") or self.model_name)
+        if self.kind in SDK_SCHEMES:
+            checkpoint = checkpoint_of(self.uri)
+            return checkpoint.rstrip("/").rsplit("/", 1)[-1] if checkpoint else str(self.model_name)
         if self.kind == "openai":
             return self.model_name or "endpoint"
         if self.kind == "invalid":
@@ -90,6 +98,16 @@ def choose_model(
 ) -> ModelChoice:
     """Map the options to a backend; raise ValueError with one line naming the fix.
     A launched server (`--serve`) replaces the choice later, on the controller (serving/)."""
+    # -- trio:// and tinker:// (the SDK samplers, _sdk.py) --
+    scheme = sdk_scheme(model_path)
+    if scheme is not None:
+        if not base_model:
+            raise ValueError(
+                f"--model-path {model_path} needs --base-model (the model the checkpoint was trained "
+                f"from; `--model-path {scheme}://` alone samples the base model)"
+            )
+        return ModelChoice(scheme, model_name=base_model, uri=str(model_path))
+    # -- end of trio:// and tinker:// --
     if endpoints:
         return ModelChoice("openai", endpoints=endpoints, model_name=model_name)
     if model_path is None:
@@ -171,10 +189,15 @@ def probe_token_routes(url: str, model: str, api_key: str | None, timeout_s: flo
         )
 
 
-def make_sampler(choice: ModelChoice, settings: Any, concurrency: int) -> Any:
-    """The sampler for this process (`concurrency` is this process's share)."""
+def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Path | None = None) -> Any:
+    """The sampler for this process (`concurrency` is this process's share; `home` the
+    cache folder SDK samplers keep their files in)."""
     if choice.kind == "invalid":
         raise SamplerError(choice.model_name or "invalid model options")
+    if choice.kind in SDK_SCHEMES:
+        from ._sdk import SdkSampler, adapter_for
+
+        return SdkSampler(adapter_for(choice.kind), settings, concurrency, home)
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
         return LlamaSampler(
@@ -250,6 +273,18 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
         from ._transformers import describe_checkpoint
 
         info.update(describe_checkpoint(choice.path, choice.base, settings))
+    elif choice.kind in SDK_SCHEMES:
+        from ._sdk import adapter_for
+
+        adapter = adapter_for(choice.kind)
+        info.update(
+            name=checkpoint_of(choice.uri) or choice.model_name,
+            base_model=choice.model_name,
+            model_path=checkpoint_of(choice.uri),
+            location=adapter.base_url(),
+            api_key_env=adapter.key_env,
+            token_counter=f"--tokenizer {settings.tokenizer}" if settings.tokenizer else "the SDK's",
+        )
     elif choice.kind == "openai":
         info.update(
             name=choice.model_name,
