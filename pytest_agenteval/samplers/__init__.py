@@ -134,7 +134,7 @@ def choose_model(
     from ._transformers import choose_checkpoint
 
     assert resolved.path is not None
-    base = None
+    base = base_model  # a checkpoint with --base-model: choose_checkpoint says it is for adapters
     if resolved.base is not None:
         assert resolved.base.path is not None
         base = str(resolved.base.path)

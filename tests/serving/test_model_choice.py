@@ -24,7 +24,7 @@ def test_an_adapter_carries_its_base_for_the_transformers_backend(tmp_path: Path
     base = make_checkpoint(tmp_path / "base")
     lora = make_adapter(tmp_path / "lora", None)
     choice = choose_model(str(lora), (), None, base_model=str(base))
-    assert choice == ModelChoice("transformers", path=lora, base=str(base))
+    assert choice == ModelChoice("transformers", path=lora, base=base)
     assert choice.label == "lora"
 
 

@@ -104,7 +104,7 @@ def test_bad_model_folders_give_one_line(
     data = f"--dataset-path={tiny_aime}"
     nameless = _adapter_copy(live_adapter, aime_suite.path / "nameless", None)
     result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={nameless}")
-    _one_line(result, "the adapter names no base_model_name_or_path; give --base-model CKPT_DIR")
+    _one_line(result, f"--model-path {nameless}: the adapter names no base_model_name_or_path; pass --base-model")
 
     other = aime_suite.path / "other-base"
     other.mkdir()
@@ -112,9 +112,7 @@ def test_bad_model_folders_give_one_line(
     result = aime_suite.runpytest_subprocess(
         "-p", "no:cacheprovider", data, f"--model-path={live_adapter}", f"--base-model={other}"
     )
-    _one_line(
-        result, f"--base-model {other} differs from the base the adapter was trained on ({hf_checkpoint})"
-    )
+    _one_line(result, f"--base-model {other} differs from the adapter's base_model_name_or_path {hf_checkpoint}")
 
     result = aime_suite.runpytest_subprocess(
         "-p", "no:cacheprovider", data, f"--model-path={hf_checkpoint}", f"--base-model={hf_checkpoint}"
@@ -129,6 +127,10 @@ def test_bad_model_folders_give_one_line(
     bare = aime_suite.path / "bare"  # a checkpoint folder without tokenizer or chat template
     bare.mkdir()
     shutil.copy(hf_checkpoint / "config.json", bare / "config.json")
+    (bare / "model.safetensors").symlink_to(hf_checkpoint / "model.safetensors")
+    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={bare}")
+    _one_line(result, f"--model-path {bare}: no chat template in the checkpoint")
+    (bare / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")  # a template, no tokenizer
     result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={bare}")
     _one_line(result, f"--model-path {bare}: no tokenizer.json there")
 
