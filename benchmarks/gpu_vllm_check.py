@@ -59,6 +59,7 @@ def pytest_run(model: list[str], mode: str, args: argparse.Namespace, work: Path
         "pass_at_n": summary.get("pass_at_n"),
         "tokens": summary.get("tokens"),
         "served": (summary.get("model") or {}).get("served"),
+        "model_name": (summary.get("model") or {}).get("name"),  # the adapter's, for an adapter run
     }
 
 
@@ -154,7 +155,7 @@ def main() -> int:
                     floor = asyncio.run(
                         bare_client(
                             url,
-                            kept["served_name"],
+                            text["model_name"] or kept["served_name"],
                             text["generations"],
                             args.max_tokens,
                             args.concurrency,

@@ -21,6 +21,8 @@ from .options import Settings
 # Options naming files or folders a worker reads (the controller alone writes results).
 WORKER_PATH_OPTIONS = (
     "model_path",
+    "base_model",
+    "chat_template",
     "tokenizer",
     "dataset_path",
     "bfcl_data_dir",

@@ -626,6 +626,11 @@ def validate(settings: Settings) -> None:
         raise pytest.UsageError("--serve-timeout must be > 0 and --serve-tp >= 1")
     if settings.serve and settings.endpoints:
         raise pytest.UsageError("--serve launches a server for --model-path; drop it with --endpoint")
+    if settings.serve and (settings.model_path or "").startswith(("replay:", "trio://", "tinker://")):
+        raise pytest.UsageError(
+            f"--serve launches a server for a .gguf, checkpoint, adapter or hub id, not for "
+            f"--model-path {settings.model_path}; drop --serve"
+        )
     if settings.serve_gpus:
         from .serving.commands import replica_devices
 

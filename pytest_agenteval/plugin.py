@@ -63,7 +63,9 @@ def _share(config: pytest.Config, total: int, per_host: bool = False) -> int:
     return hosts.share(total, int(index), int(count))
 
 
-def _check_model(settings: options.Settings, collect_only: bool = False) -> ModelChoice:
+def _check_model(
+    settings: options.Settings, collect_only: bool = False, sdk_home: Path | None = None
+) -> ModelChoice:
     """Start-up checks of the model choice: one line naming the fix, never a traceback."""
     try:
         choice = choose_model(
@@ -104,7 +106,7 @@ def _check_model(settings: options.Settings, collect_only: bool = False) -> Mode
         elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
             from .samplers._sdk import adapter_for, open_session
 
-            open_session(adapter_for(choice.kind), settings, None)
+            open_session(adapter_for(choice.kind), settings, sdk_home)
         else:
             import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
     except ImportError as exc:
@@ -148,11 +150,13 @@ def pytest_configure(config: pytest.Config) -> None:
         choice = served_choice(served) if served else _lazy_choice(settings, name)
     elif evaluating:
         collect_only = config.option.collectonly
-        choice = _check_model(settings, collect_only=collect_only)
+        cache = _cache_dir(config, settings)
+        choice = _check_model(settings, collect_only, cache / "sdk-home" if cache is not None else None)
+        _check_suite_options(settings)  # before a launch that may take minutes
         if not collect_only:
             _check_output(settings)
             choice = _start_servers(config, settings, choice)
-        _check_suite_options(settings, choice)
+        _check_native_style(settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if evaluating:
@@ -264,7 +268,9 @@ def _check_transformers(choice: ModelChoice, settings: options.Settings) -> None
 
     assert choice.path is not None
     try:
-        check_checkpoint(choice.path, choice.base, settings.llama_threads)
+        check_checkpoint(
+            choice.path, choice.base, settings.llama_threads, settings.chat_template, settings.strict
+        )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -281,7 +287,7 @@ def _check_output(settings: options.Settings) -> None:
         ) from None
 
 
-def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> None:
+def _check_suite_options(settings: options.Settings) -> None:
     """Suite options that would otherwise fail, or mislead, only after the whole run."""
     if settings.bfcl_weights:
         from .bfcl.suite import parse_weights
@@ -301,6 +307,9 @@ def _check_suite_options(settings: options.Settings, choice: ModelChoice) -> Non
         from .datagen import check_judge_options
 
         check_judge_options(settings)
+
+
+def _check_native_style(settings: options.Settings, choice: ModelChoice) -> None:
     if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf", "transformers"):
         raise pytest.UsageError(
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "

@@ -78,8 +78,9 @@ def _line(data: Mapping[str, Any]) -> str:
 
 
 def rescue_path(path: Path) -> Path:
-    """Where the final file goes when its own folder cannot take it."""
-    return Path(tempfile.gettempdir()) / "agenteval-rescue" / path.name
+    """Where the final file goes when its own folder cannot take it: a new private folder
+    (mode 0700) under $TMPDIR, so neither another user nor another run can take its place."""
+    return Path(tempfile.mkdtemp(prefix="agenteval-rescue-")) / path.name
 
 
 def _why(exc: OSError) -> str:
@@ -148,8 +149,10 @@ class ResultsFile:
         self.close()
         failures: list[str] = []
         written: Path | None = None
-        for target in (path, rescue_path(path)):
+        for target in (path, None):
             try:
+                if target is None:  # made only when needed
+                    target = rescue_path(path)
                 _write_atomically(target, lines)
                 written = target
                 break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.error
 import urllib.request
@@ -75,6 +76,8 @@ class ModelChoice:
     def label(self) -> str:
         if self.served is not None:
             return str(self.served.get("label") or self.model_name)
+        if self.kind == "transformers" and self.model_name:  # a hub id: its name, not the commit
+            return self.model_name.rstrip("/").rsplit("/", 1)[-1]
         if self.kind in SDK_SCHEMES:
             checkpoint = checkpoint_of(self.uri)
             return checkpoint.rstrip("/").rsplit("/", 1)[-1] if checkpoint else str(self.model_name)
@@ -138,7 +141,10 @@ def choose_model(
     if resolved.base is not None:
         assert resolved.base.path is not None
         base = str(resolved.base.path)
-    return choose_checkpoint(resolved.path, base)
+    choice = choose_checkpoint(resolved.path, base)
+    if resolved.kind == "checkpoint" and not Path(model_path).expanduser().exists():
+        choice = dataclasses.replace(choice, model_name=model_path)  # a hub id, as given
+    return choice
 
 
 def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
@@ -219,6 +225,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
             batch_rows=settings.val_n,
+            chat_template=settings.chat_template,
         )
     extra = {}
     if settings.thinking != "omit":

@@ -63,6 +63,8 @@ class EndpointHealth:
         state = self._states[url]
         state.retired, state.probing, state.open_until = True, False, float("inf")
         self.counts["retired"] += 1
+        if self._down_since is None and all(s.open_until is not None for s in self._states.values()):
+            self._down_since = self._clock()
 
     def all_retired(self) -> bool:
         return all(s.retired for s in self._states.values())

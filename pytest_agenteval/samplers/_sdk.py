@@ -94,10 +94,21 @@ def open_session(adapter: Any, settings: Any, home: Path | None) -> Session:
     key = (adapter.scheme, str(settings.base_model), checkpoint_of(settings.model_path))
     with _sessions_lock:
         if key not in _sessions:
-            folder = home or Path(tempfile.mkdtemp(prefix=f"agenteval-{adapter.scheme}-home-"))
+            folder = home or _temporary_home(adapter.scheme)
             folder.mkdir(parents=True, exist_ok=True)
             _sessions[key] = adapter.connect(settings, folder)
         return _sessions[key]
+
+
+def _temporary_home(scheme: str) -> Path:
+    """The SDK's home where no cache folder is in use (--agenteval-no-cache): private to
+    this process (mode 0700) and removed at exit."""
+    import atexit
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix=f"agenteval-{scheme}-home-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 _ending = {"status": "ENDED"}

@@ -175,16 +175,16 @@ async def next_prompt_tokens(
     return [*previous_prompt, *completion, *closing[overlap:], *observation]
 
 
-def tokenizer_from_file(path: str | Path) -> ChatTokenizer:
+def tokenizer_from_file(path: str | Path, chat_template: str | Path | None = None) -> ChatTokenizer:
     """`--tokenizer PATH`: a `tokenizer.json` (or the folder holding it) through the
-    `tokenizers` package, with the chat template from `tokenizer_config.json` or
-    `chat_template.jinja` beside it. Raises ValueError with one line naming the fix.
-    Loaded once per process: start-up validation and the sampler share it."""
-    return _tokenizer_from_file(str(path))
+    `tokenizers` package, with the chat template from `chat_template` (a Jinja file), else
+    `tokenizer_config.json` or `chat_template.jinja` beside it. Raises ValueError with one
+    line naming the fix. Loaded once per process: start-up validation and the sampler share it."""
+    return _tokenizer_from_file(str(path), str(chat_template) if chat_template else None)
 
 
 @lru_cache(maxsize=4)
-def _tokenizer_from_file(path: str) -> ChatTokenizer:
+def _tokenizer_from_file(path: str, chat_template: str | None = None) -> ChatTokenizer:
     target = Path(path).expanduser()
     folder = target if target.is_dir() else target.parent
     file = target / "tokenizer.json" if target.is_dir() else target
@@ -208,6 +208,12 @@ def _tokenizer_from_file(path: str) -> ChatTokenizer:
         template = next((t["template"] for t in template if t.get("name") == "default"), None)
     if (folder / "chat_template.jinja").is_file():
         template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    if chat_template:
+        try:
+            template = Path(chat_template).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise ValueError(f"--chat-template {chat_template}: {reason}; give a Jinja file") from None
     if not template:
         raise ValueError(
             f"--tokenizer {path}: no chat template (tokenizer_config.json `chat_template` or "

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ..serving.probe import adapter_is_live
 from ._base import Completion, Message, ModelIdentity, SamplerError, SamplingParams
 from ._llama import file_fingerprint
 from ._template import ChatTokenizer, TemplateError, tokenizer_from_file
@@ -70,12 +71,6 @@ def adapter_base(adapter: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return config.get("base_model_name_or_path") or None
-
-
-def adapter_is_live(base_logprobs: Sequence[float], adapter_logprobs: Sequence[float]) -> bool:
-    """False when the adapter leaves the base's next-token log-probabilities exactly as
-    they were (peft's default LoRA init, B = 0, is such a no-op; so is a step-0 export)."""
-    return list(base_logprobs) != list(adapter_logprobs)
 
 
 def checkpoint_from_gguf(gguf: Path, folder: Path) -> Path:
@@ -143,11 +138,11 @@ def greedy_logprobs(model: Any, prompt: Sequence[int]) -> list[float]:
     return torch.log_softmax(logits.float(), dim=-1).tolist()
 
 
-def probe_adapter(path: Path, base: Path, n_threads: int) -> dict[str, Any]:
+def probe_adapter(path: Path, base: Path, n_threads: int, chat_template: str | None = None) -> dict[str, Any]:
     """Greedy next-token logprobs of a fixed prompt with the adapter on and off; the
     result goes into the summary, with a warning when the adapter changes nothing."""
     model = load_model(path, base, n_threads)
-    tokenizer = chat_tokenizer_for(path, base)
+    tokenizer = chat_tokenizer_for(path, base, chat_template)
     prompt = tokenizer.render(PROBE_MESSAGES, None, True)
     with model.disable_adapter():
         base_lp = greedy_logprobs(model, prompt)
@@ -168,11 +163,12 @@ def probe_adapter(path: Path, base: Path, n_threads: int) -> dict[str, Any]:
     return result
 
 
-def chat_tokenizer_for(path: Path, base: Path | None) -> ChatTokenizer:
-    """The adapter's own tokenizer files win (added tokens), else the base's."""
+def chat_tokenizer_for(path: Path, base: Path | None, chat_template: str | None = None) -> ChatTokenizer:
+    """The adapter's own tokenizer files win (added tokens), else the base's;
+    `--chat-template FILE` replaces the folder's template."""
     folder = path if base is None or (path / "tokenizer.json").is_file() else base
     try:
-        tokenizer = tokenizer_from_file(folder)
+        tokenizer = tokenizer_from_file(folder, chat_template)
     except ValueError as exc:
         raise SamplerError(str(exc).replace("--tokenizer", "--model-path", 1)) from None
     return ChatTokenizer(
@@ -261,9 +257,11 @@ class TransformersSampler:
         n_threads: int = 1,
         n_ctx: int = 8192,
         batch_rows: int = 1,
+        chat_template: str | None = None,
     ) -> None:
         self.path = path
         self.base = base
+        self.chat_template = chat_template
         self.n_threads = n_threads
         self.n_ctx = n_ctx
         self.batch_rows = max(1, batch_rows)
@@ -281,7 +279,7 @@ class TransformersSampler:
     # -- tokenizer -----------------------------------------------------------------------
     def chat_tokenizer(self) -> ChatTokenizer:
         if self._tokenizer is None:
-            self._tokenizer = chat_tokenizer_for(self.path, self.base)
+            self._tokenizer = chat_tokenizer_for(self.path, self.base, self.chat_template)
         return self._tokenizer
 
     def count_tokens(self, text: str) -> int:
@@ -527,17 +525,20 @@ def _same_model(given: str, named: str) -> bool:
     return given == named
 
 
-def check_checkpoint(path: Path, base: Path | None, n_threads: int) -> None:
+def check_checkpoint(
+    path: Path, base: Path | None, n_threads: int, chat_template: str | None = None, strict: bool = False
+) -> None:
     """Start-up: imports, the chat template, and (for an adapter) the is-live probe,
-    whose model load the sampler in this process then reuses."""
+    whose model load the sampler in this process then reuses; `strict`
+    (--strict-adapter) makes a dead adapter an error."""
     check_installed()
     try:
-        chat_tokenizer_for(path, base)
+        chat_tokenizer_for(path, base, chat_template)
     except SamplerError as exc:
         raise ValueError(str(exc)) from None
     if base is not None:
         try:
-            result = PROBES[(str(path), str(base))] = probe_adapter(path, base, n_threads)
+            result = PROBES[(str(path), str(base))] = probe_adapter(path, base, n_threads, chat_template)
         except Exception as exc:  # noqa: BLE001 - any loader failure: one line, not a traceback
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise ValueError(
@@ -545,6 +546,8 @@ def check_checkpoint(path: Path, base: Path | None, n_threads: int) -> None:
                 f"({type(exc).__name__}: {first}); check the adapter and --base-model"
             ) from None
         if not result["live"]:
+            if strict:
+                raise ValueError(f"{result['warning']} (--strict-adapter)")
             import sys
 
             sys.stderr.write(f"agenteval: WARNING: {result['warning']}\n")

@@ -75,7 +75,15 @@ class Launch:
 
     @property
     def served_name(self) -> str:
+        """The base's name on the server (what the ready and ownership checks look for)."""
         return self.servers[0].spec.served_name
+
+    @property
+    def request_name(self) -> str:
+        """The model name requests carry: the adapter's for an adapter run (the base is
+        served beside it, and asking for the base would evaluate the base)."""
+        adapters = list(self.servers[0].spec.adapters)
+        return adapters[0] if self.resolved.kind == "adapter" and adapters else self.served_name
 
     @property
     def key(self) -> str | None:
@@ -106,7 +114,7 @@ class Launch:
         in memory only, never to a file)."""
         return {
             "endpoints": list(self.endpoints),
-            "model_name": self.served_name,
+            "model_name": self.request_name,
             "key": self.key,
             "served": self.describe(),
         }
@@ -229,7 +237,14 @@ def _probe_adapters(run: Launch, settings: Any, say: Callable[[str], None]) -> N
     if not adapters:
         return
     for name in adapters:
-        result = probe_adapter(run.endpoints[0], run.key, run.served_name, name)
+        try:
+            result = probe_adapter(run.endpoints[0], run.key, run.served_name, name)
+        except (OSError, KeyError, ValueError, TypeError) as exc:  # urllib errors are OSErrors
+            run.stop()
+            raise LaunchError(
+                f"the adapter-is-live probe of {name} failed ({type(exc).__name__}: {exc}); "
+                f"see the server log {run.servers[0].log_path}"
+            ) from None
         run.probe = result
         if not result["live"]:
             line = (

@@ -126,7 +126,8 @@ def test_a_full_disk_under_the_results_file_writes_it_to_the_rescue_folder(
         result, out = run_suite(
             f"--endpoint={server.url}", "--val-n=2", "-n", workers, out="out/results.jsonl"
         )
-    rescued = pytester.path / "tmp" / "agenteval-rescue" / "results.jsonl"
+    (rescued,) = (pytester.path / "tmp").glob("agenteval-rescue-*/results.jsonl")  # its own private folder
+    assert rescued.parent.stat().st_mode & 0o777 == 0o700
     assert storage_lines(result) == [
         f"storage: could not write the results file {out} (No space left on device); "
         f"wrote it to {rescued} instead"
@@ -161,7 +162,8 @@ def test_a_results_folder_turning_read_only_mid_run_loses_nothing(
     finally:
         while _run(["umount", str(folder)]).returncode == 0:
             pass
-    rescued = pytester.path / "tmp" / "agenteval-rescue" / "r.jsonl"
+    (rescued,) = (pytester.path / "tmp").glob("agenteval-rescue-*/r.jsonl")  # its own private folder
+    assert rescued.parent.stat().st_mode & 0o777 == 0o700
     assert storage_lines(result) == [
         f"storage: could not write the results file {out} (Read-only file system); "
         f"wrote it to {rescued} instead"

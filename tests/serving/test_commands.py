@@ -156,3 +156,18 @@ def test_vllm_gets_the_tool_parser_of_the_model_family(tmp_path: Path, model_typ
 def test_an_unknown_family_gets_no_tool_parser(tmp_path: Path) -> None:
     model = resolve_model_path(str(make_checkpoint(tmp_path / "ckpt", model_type="gpt_bigcode")))
     assert "--enable-auto-tool-choice" not in vllm_command(model, 8000).argv
+
+
+def test_an_adapter_run_requests_the_adapter_not_its_base(tmp_path: Path) -> None:
+    """The base is served beside the adapter; asking for the base would evaluate the base."""
+    from pytest_agenteval.serving.launcher import LaunchedServer
+    from pytest_agenteval.serving.session import Launch
+
+    base_dir = make_checkpoint(tmp_path / "base")
+    adapter = resolve_model_path(str(make_adapter(tmp_path / "my-lora", str(base_dir))))
+    spec = vllm_command(adapter, 9000)
+    launch = Launch(adapter, [LaunchedServer(spec, tmp_path / "log", None, 0)], "my-lora")
+    assert launch.workerinput()["model_name"] == adapter_served_name(adapter) != spec.served_name
+    base = resolve_model_path(str(base_dir))
+    plain = Launch(base, [LaunchedServer(vllm_command(base, 9001), tmp_path / "log", None, 0)], "base")
+    assert plain.workerinput()["model_name"] == base.served_name

@@ -79,3 +79,23 @@ def test_serve_refuses_remote_workers_it_cannot_reach(run_suite) -> None:
         f"ERROR: --serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
         "reach; start a server every host can reach and pass --endpoint URL instead"
     ]
+
+
+@pytest.mark.parametrize("model_path", ["replay:old.jsonl", "trio://run/sampler_weights/5", "tinker://x"])
+def test_serve_with_a_path_no_server_takes_is_one_line(run_suite, model_path: str) -> None:
+    result, _ = run_suite("--serve", f"--model-path={model_path}", "--base-model=B")
+    assert result.ret == 4
+    assert [x for x in result.stderr.lines if x.startswith("ERROR:")] == [
+        f"ERROR: --serve launches a server for a .gguf, checkpoint, adapter or hub id, not for "
+        f"--model-path {model_path}; drop --serve"
+    ]
+
+
+def test_a_hub_id_keeps_its_name_not_its_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .test_resolve import _hub_cache, use_hub_cache
+
+    snapshot = _hub_cache(tmp_path / "hub", "someone/tiny-model", "0123456789abcdef0123456789abcdef01234567")
+    use_hub_cache(monkeypatch, tmp_path / "hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    choice = choose_model("someone/tiny-model", (), None)
+    assert (choice.kind, choice.path, choice.label) == ("transformers", snapshot, "tiny-model")

@@ -58,6 +58,37 @@ def test_zero_adapter_is_flagged_loudly(run_suite, hf_checkpoint: Path, zero_ada
     assert summary["model"]["adapter_probe"]["max_abs_logprob_diff"] == 0.0
     assert summary["model"]["warning"].startswith("ADAPTER IS NOT LIVE")
 
+    strict, _ = run_suite(
+        "--limit=1", f"--model-path={zero_adapter}", f"--base-model={hf_checkpoint}", "--strict-adapter"
+    )
+    assert strict.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [x for x in strict.stderr.lines if x.startswith("ERROR:")]
+    assert line.startswith("ERROR: ADAPTER IS NOT LIVE") and line.endswith("(--strict-adapter)")
+
+
+def test_chat_template_file_stands_in_for_a_missing_one(
+    run_suite, hf_checkpoint: Path, tmp_path: Path
+) -> None:
+    bare = tmp_path / "no-template"  # the checkpoint's tokenizer and weights, its template removed
+    bare.mkdir()
+    for item in hf_checkpoint.iterdir():
+        if item.name not in ("tokenizer_config.json", "chat_template.jinja"):
+            (bare / item.name).symlink_to(item)
+    config = json.loads((hf_checkpoint / "tokenizer_config.json").read_text())
+    template = tmp_path / "template.jinja"
+    template.write_text(
+        config.pop("chat_template", None) or (hf_checkpoint / "chat_template.jinja").read_text()
+    )
+    (bare / "tokenizer_config.json").write_text(json.dumps(config))
+    missing, _ = run_suite("--limit=1", f"--model-path={bare}")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR and "no chat template" in missing.stderr.str()
+    given, path = run_suite(
+        "--limit=1", "--val-n=1", "--max-tokens=4", f"--model-path={bare}", f"--chat-template={template}"
+    )
+    assert given.ret in (0, 1), given.stderr.str()
+    records, (summary,) = read_results(path)
+    assert summary["complete"] is True and len(records) == 1
+
 
 def test_same_seeds_same_retool_generations_with_and_without_xdist(run_suite, hf_checkpoint: Path) -> None:
     args = (
@@ -104,7 +135,9 @@ def test_bad_model_folders_give_one_line(
     data = f"--dataset-path={tiny_aime}"
     nameless = _adapter_copy(live_adapter, aime_suite.path / "nameless", None)
     result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={nameless}")
-    _one_line(result, f"--model-path {nameless}: the adapter names no base_model_name_or_path; pass --base-model")
+    _one_line(
+        result, f"--model-path {nameless}: the adapter names no base_model_name_or_path; pass --base-model"
+    )
 
     other = aime_suite.path / "other-base"
     other.mkdir()
@@ -112,7 +145,9 @@ def test_bad_model_folders_give_one_line(
     result = aime_suite.runpytest_subprocess(
         "-p", "no:cacheprovider", data, f"--model-path={live_adapter}", f"--base-model={other}"
     )
-    _one_line(result, f"--base-model {other} differs from the adapter's base_model_name_or_path {hf_checkpoint}")
+    _one_line(
+        result, f"--base-model {other} differs from the adapter's base_model_name_or_path {hf_checkpoint}"
+    )
 
     result = aime_suite.runpytest_subprocess(
         "-p", "no:cacheprovider", data, f"--model-path={hf_checkpoint}", f"--base-model={hf_checkpoint}"
