@@ -514,6 +514,6 @@ class _XdistController:
         rollouts have not started (see `stealing`)."""
         if config.getoption("dist") != "load":
             return None
-        from .stealing import PaidOnceStealing
+        from .steal_scheduler import PaidOnceStealing
 
         return PaidOnceStealing(config, log)

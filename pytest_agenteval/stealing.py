@@ -6,7 +6,10 @@ already have sent those items' requests. Stock xdist then runs them again on the
 the same messages and seeds, requested twice (issue 14: 124 requests for 120
 generations). Here a worker gives up only items none of whose rollouts has started, and
 the controller waits for the next finished item before asking again instead of asking in
-a loop when everything queued is already generating."""
+a loop when everything queued is already generating.
+
+This module is the worker's side and imports nothing of xdist (it is on the path to the
+first request, with or without -n); the controller's scheduler is in `steal_scheduler`."""
 
 from __future__ import annotations
 
@@ -15,42 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from xdist.scheduler import WorkStealingScheduling
 
 from .items import problem_of, suite_of, worker_interactor
 
 STEAL_LOCK = pytest.StashKey[threading.Lock]()
-
-
-class PaidOnceStealing(WorkStealingScheduling):
-    """Work stealing (a long queue per worker, which it prefetches) whose refused steals
-    are asked again only after the refusing worker finishes an item."""
-
-    def __init__(self, config: pytest.Config, log: Any = None) -> None:
-        super().__init__(config, log)
-        self._refused_by: Any = None
-
-    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
-        if indices or len(self.node2pending.get(node, ())) < 2:
-            # stolen; or refused by a worker on its last item, which finishes only once
-            # it is told there is nothing more (stock behaviour: the idle ones shut down)
-            super().remove_pending_tests_from_node(node, indices)
-            return
-        # Everything asked for is already generating there, and it has a next item, so
-        # it will report a finished one: until then keep the request marked outstanding
-        # (no new one), rather than asking again in a loop.
-        self._refused_by = node
-
-    def mark_test_complete(self, node: Any, item_index: int, duration: float | None = None) -> None:
-        if self._refused_by is node:
-            self._refused_by = None
-            self.steal_requested_from_node = None
-        super().mark_test_complete(node, item_index, duration)
-
-    def remove_node(self, node: Any) -> str | None:
-        if self._refused_by is node:
-            self._refused_by = None
-        return super().remove_node(node)
 
 
 def install_worker_guard(config: pytest.Config, engine: Any) -> threading.Lock | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.stealing import PaidOnceStealing
+from pytest_agenteval.steal_scheduler import PaidOnceStealing
 
 
 class FakeNode:
