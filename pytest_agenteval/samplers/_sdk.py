@@ -351,6 +351,26 @@ class SdkAdapter:
         return http_sends(self.sample_route)
 
 
+def sdk_sampling_params(factory: Any, params: SamplingParams) -> Any:
+    """Our sampling parameters as the SDK's `SamplingParams` (PyTRIO's and Tinker's take
+    the same fields): top-k off is -1, and no stop strings keep the end of sequence."""
+    return factory(
+        max_tokens=params.max_tokens,
+        seed=params.seed,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=params.top_k if params.top_k > 0 else -1,
+        stop=list(params.stop) if params.stop else None,
+    )
+
+
+def sampled_sequences(response: Any, n: int) -> list[tuple[list[int], str]]:
+    """(token ids, stop reason) of each of the `n` sequences of an SDK's sample response."""
+    if len(response.sequences) != n:
+        raise ValueError(f"asked for {n} samples, got {len(response.sequences)}")
+    return [([int(t) for t in s.tokens], str(s.stop_reason)) for s in response.sequences]
+
+
 def first_line(value: Any) -> str:
     lines = str(value).strip().splitlines()
     return lines[0] if lines else type(value).__name__

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ._base import SamplingParams
-from ._sdk import SdkAdapter, Session, StartupError, checkpoint_of, count_http_sends, doing_what
+from ._sdk import (
+    SdkAdapter,
+    Session,
+    StartupError,
+    checkpoint_of,
+    count_http_sends,
+    doing_what,
+    sampled_sequences,
+    sdk_sampling_params,
+)
 
 STATUS = {"ENDED": "success", "CANCELLED": "interrupted"}
 PROBE_S = 10.0
@@ -85,20 +94,11 @@ class TinkerAdapter(SdkAdapter):
     ) -> list[tuple[list[int], str]]:
         import tinker
 
-        sampling_params = tinker.SamplingParams(
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else -1,
-            stop=list(params.stop) if params.stop else None,  # None keeps the end of sequence
-        )
+        sampling_params = sdk_sampling_params(tinker.SamplingParams, params)
         response = await session.sampling.sample(
             prompt=tinker.ModelInput.from_ints(list(prompt)), num_samples=n, sampling_params=sampling_params
         )
-        if len(response.sequences) != n:
-            raise ValueError(f"asked for {n} samples, got {len(response.sequences)}")
-        return [([int(t) for t in s.tokens], str(s.stop_reason)) for s in response.sequences]
+        return sampled_sequences(response, n)
 
     def close(self, session: Session, status: str) -> None:
         self._end(session.service, status)

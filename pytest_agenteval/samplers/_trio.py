@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from ._base import SamplingParams
-from ._sdk import SdkAdapter, Session, StartupError, checkpoint_of, count_http_sends, doing_what
+from ._sdk import (
+    SdkAdapter,
+    Session,
+    StartupError,
+    checkpoint_of,
+    count_http_sends,
+    doing_what,
+    sampled_sequences,
+    sdk_sampling_params,
+)
 
 STARTUP_RETRY_S = 30.0  # an unreachable service is reported within this, not after 15 minutes
 
@@ -74,14 +83,7 @@ class TrioAdapter(SdkAdapter):
     ) -> list[tuple[list[int], str]]:
         import pytrio as trio
 
-        sampling_params = trio.SamplingParams(
-            max_tokens=params.max_tokens,
-            seed=params.seed,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else -1,
-            stop=list(params.stop) if params.stop else None,
-        )
+        sampling_params = sdk_sampling_params(trio.SamplingParams, params)
         response = await session.sampling.sample_async(
             prompt=trio.ModelInput.from_ints(list(prompt)),
             num_samples=n,
@@ -90,9 +92,7 @@ class TrioAdapter(SdkAdapter):
         )
         if hasattr(response, "__await__"):  # older SDKs hand back a future to await again
             response = await response
-        if len(response.sequences) != n:
-            raise ValueError(f"asked for {n} samples, got {len(response.sequences)}")
-        return [([int(t) for t in s.tokens], str(s.stop_reason)) for s in response.sequences]
+        return sampled_sequences(response, n)
 
     def close(self, session: Session, status: str) -> None:
         self._end(session.service, status)
