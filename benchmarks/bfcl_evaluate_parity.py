@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=6)
     parser.add_argument("--outputs", type=Path, help="replay these outputs (a results file or replay lines)")
     args = parser.parse_args()
+    args.venv = args.venv.absolute()  # `bfcl` runs in the run's own folder
     if args.install:
         install(args.venv, args.without_ml)
     if not (args.venv / "bin" / "bfcl").exists():
