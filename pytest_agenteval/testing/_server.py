@@ -50,6 +50,11 @@ class _ServerHandle:
         """Requests that are not generations, by route (e.g. {"tokenize": 12})."""
         return dict(self._core.side_requests)
 
+    @property
+    def in_flight(self) -> int:
+        """Generation requests being served right now."""
+        return self._core.tracker.current
+
     def stats(self) -> dict[str, Any]:
         return self._core.stats()
 
