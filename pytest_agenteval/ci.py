@@ -5,7 +5,6 @@ and gate table appended to `$GITHUB_STEP_SUMMARY` when it is set."""
 from __future__ import annotations
 
 import os
-import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -72,6 +71,8 @@ def suite_properties(
 def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> None:
     """Put the properties first in the <testsuite> pytest wrote (after its own, e.g.
     `record_testsuite_property`), atomically."""
+    import xml.etree.ElementTree as ET  # at the end of a --junitxml run only
+
     tree = ET.parse(path)
     suite = tree.getroot() if tree.getroot().tag == "testsuite" else tree.getroot().find("testsuite")
     if suite is None:

@@ -17,7 +17,7 @@ from . import report
 from .compare import Comparison, compare, load_baseline
 from .gate import Gate, GateResult, evaluate_gate
 from .options import Settings
-from .records import ProblemRecord, problem_from_dict
+from .records import RECORD_KEY, ProblemRecord, problem_from_dict
 from .registry import suite_by_name
 from .results import (
     ResultsFile,
@@ -28,7 +28,6 @@ from .results import (
 )
 from .samplers import ModelChoice, describe_model
 
-RECORD_KEY = "agenteval_record"
 CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
 
 

@@ -253,7 +253,7 @@ class ProgressDisplay:
         counts = self.reported.get(getattr(node, "id", None)) if node is not None else None
         if counts is None:
             return
-        from .controller import RECORD_KEY
+        from .records import RECORD_KEY
 
         for name, record in report.user_properties:
             if name == RECORD_KEY:

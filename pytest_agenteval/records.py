@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+RECORD_KEY = "agenteval_record"  # a problem line in an item's user_properties, worker to controller
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -23,13 +23,12 @@ from ._base import (
     approx_token_count,
     request_priority,
 )
-from ._llama import LlamaSampler, embedded_model_path
 from ._openai import OpenAISampler
 from ._replay import PREFIX as REPLAY_PREFIX
 from ._replay import ReplayError, ReplaySource
 from ._retry import RetryPolicy
-from ._sdk import SCHEMES as SDK_SCHEMES
-from ._sdk import checkpoint_of, sdk_scheme
+from ._schemes import SCHEMES as SDK_SCHEMES
+from ._schemes import checkpoint_of, sdk_scheme
 from ._slots import PrioritySlots
 
 __all__ = [
@@ -55,6 +54,15 @@ __all__ = [
     "probe_token_routes",
     "request_priority",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The llama.cpp backend loads when asked for: an endpoint run never needs it."""
+    if name in ("LlamaSampler", "embedded_model_path"):
+        from . import _llama
+
+        return getattr(_llama, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,8 @@ def choose_model(
         return ModelChoice("openai", endpoints=endpoints, model_name=model_name)
     if model_path is None:
         try:
+            from ._llama import embedded_model_path
+
             return ModelChoice("embedded", path=embedded_model_path())
         except SamplerError as exc:
             raise ValueError(str(exc)) from None
@@ -206,6 +216,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         return SdkSampler(adapter_for(choice.kind), settings, concurrency, home)
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
+        from ._llama import LlamaSampler
+
         return LlamaSampler(
             choice.path,
             embedded=choice.kind == "embedded",

@@ -10,7 +10,6 @@ from typing import Any
 
 from ..results import read_jsonl
 from ._base import ModelIdentity, SamplerError
-from ._llama import file_fingerprint
 
 PREFIX = "replay:"
 
@@ -26,6 +25,8 @@ class ReplaySource:
     native_tools = False
 
     def __init__(self, path: Path) -> None:
+        from ._llama import file_fingerprint  # not at import: endpoint runs never load _llama
+
         self.path = path
         self._samples = _load(path)
         self.identity = ModelIdentity(

@@ -32,24 +32,9 @@ from ._base import (
     request_priority,
 )
 from ._retry import RetryPolicy
+from ._schemes import checkpoint_of
 from ._slots import PrioritySlots
 from ._template import ChatTokenizer
-
-SCHEMES = ("trio", "tinker")
-
-
-def sdk_scheme(model_path: str | None) -> str | None:
-    """'trio' for `trio://...`, 'tinker' for `tinker://...`, else None."""
-    for scheme in SCHEMES:
-        if model_path is not None and model_path.startswith(f"{scheme}://"):
-            return scheme
-    return None
-
-
-def checkpoint_of(model_path: str) -> str | None:
-    """`trio://` alone means the base model itself; anything after it is a checkpoint URI."""
-    scheme = sdk_scheme(model_path)
-    return None if scheme is None or model_path == f"{scheme}://" else model_path
 
 
 @dataclass
