@@ -219,6 +219,7 @@ import copy, json
 import pytest
 from pytest_agenteval.records import problem_from_dict
 from pytest_agenteval.registry import suite_by_name
+RECORD = "agenteval_record"
 ARRIVED = {}
 WORKER = []
 def pytest_configure(config):
@@ -246,11 +247,17 @@ def pytest_unconfigure(config):
         handle.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\\n" for row in rows)
     with open("summarized.json", "w", encoding="utf-8") as handle:
         json.dump(summaries, handle, default=str)
+    reports = config.pluginmanager.get_plugin("terminalreporter").stats.values()
+    kept = [r for rs in reports for r in rs for n, _ in getattr(r, "user_properties", ()) if n == RECORD]
+    with open("records_in_reports.json", "w") as handle:
+        json.dump(len(kept), handle)
 """
 
 
 def _unchanged(pytester: pytest.Pytester, out: Path) -> None:
     expected = (pytester.path / "expected.jsonl").read_bytes()
+    # the terminal reporter keeps every report to the end: none may keep its record
+    assert json.loads((pytester.path / "records_in_reports.json").read_text()) == 0
     assert expected.count(b"\n") >= 2 and out.read_bytes() == expected
     summaries = {s["suite"]: s for s in map(json.loads, out.read_text(encoding="utf-8").splitlines()[-1:])}
     for name, fields in json.loads((pytester.path / "summarized.json").read_text()).items():
