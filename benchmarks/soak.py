@@ -7,8 +7,10 @@ The server fails 20 % of attempts with 429 (Retry-After), 500, a connection rese
 silent stall (no byte; caught by --idle-timeout) and a truncated body, equally mixed.
 Reported: whether every generation completed, the server's request count against
 generations + retries (the plugin's own account), the controller's RSS sampled every
-0.5 s (flat = the last quarter's median close to the first's), and wall time against
-the ideal (rounds of C requests x latency, faults ignored)."""
+0.5 s while items finish (flat = the last quarter's median close to the first's; start-up
+before the first finished item and the final write are left out of the quarters, and
+shown as `start_up_median`, `peak` and a profile of the run in tenths), and wall time
+against the ideal (rounds of C requests x latency, faults ignored)."""
 
 from __future__ import annotations
 
@@ -39,6 +41,19 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def _phase(partial: Path, out: Path, samples: dict[str, list[float]]) -> str:
+    """start: no item finished yet; run: items stream to the partial file; end: the final
+    file is being written (or is there)."""
+    if out.exists():
+        return "end"
+    try:
+        if partial.stat().st_size > 0:
+            return "run"
+    except OSError:
+        pass
+    return "end" if samples["run"] else "start"
 
 
 def main() -> None:
@@ -97,11 +112,13 @@ def main() -> None:
         process = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
         )
-        samples: list[float] = []
+        partial = out.with_name(out.name + ".partial")
+        samples: dict[str, list[float]] = {"start": [], "run": [], "end": []}
         while process.poll() is None:
+            phase = _phase(partial, out, samples)
             value = rss_mb(process.pid)
             if value is not None:
-                samples.append(value)
+                samples[phase].append(value)
             time.sleep(0.5)
         wall = time.perf_counter() - started
         time.sleep(1.0)  # the server logs a stall when its connection closes
@@ -114,8 +131,12 @@ def main() -> None:
     generations = sum(len(p["generations"]) for p in problems)
     retries = summary["backend"].get("retries", 0)
     ideal = math.ceil(args.problems * args.samples / args.concurrency) * args.latency_ms / 1000
-    quarter = max(1, len(samples) // 4)
-    first, last = statistics.median(samples[:quarter]), statistics.median(samples[-quarter:])
+    run = samples["run"] or samples["start"]
+    quarter = max(1, len(run) // 4)
+    first, last = statistics.median(run[:quarter]), statistics.median(run[-quarter:])
+    tenth = max(1, len(run) // 10)
+    profile = [round(statistics.median(run[i : i + tenth]), 1) for i in range(0, len(run), tenth)]
+    everything = samples["start"] + run + samples["end"]
     report = {
         "problems": args.problems,
         "samples": args.samples,
@@ -131,8 +152,11 @@ def main() -> None:
         "controller_rss_mb": {
             "first_quarter_median": round(first, 1),
             "last_quarter_median": round(last, 1),
-            "max": round(max(samples), 1),
-            "samples": len(samples),
+            "max": round(max(everything), 1),  # sampled
+            "peak": summary["harness"]["controller_peak_rss_mb"],  # getrusage, when summarised
+            "start_up_median": round(statistics.median(samples["start"]), 1) if samples["start"] else None,
+            "profile": profile,
+            "samples": len(run),
         },
         "wall_s": round(wall, 1),
         "ideal_s": round(ideal, 1),

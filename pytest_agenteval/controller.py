@@ -3,11 +3,14 @@ the results file, print the summary and let the gates decide the exit status."""
 
 from __future__ import annotations
 
+import json
+import pickle
 import resource
 import threading
 import time
+import zlib
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,11 @@ from . import report
 from .compare import Comparison, compare, load_baseline
 from .gate import Gate, GateResult, evaluate_gate
 from .options import Settings
-from .records import RECORD_KEY, ProblemRecord, problem_from_dict
+from .records import RECORD_KEY, ProblemRecord, problem_from_dict, without_texts
 from .registry import suite_by_name
 from .results import (
     ResultsFile,
+    StoredRecords,
     default_out_path,
     package_versions,
     request_totals,
@@ -40,7 +44,9 @@ class ResultsCollector:
         self.gates = list(gates)
         self.choice = choice
         self.started = time.time()
-        self.records: dict[str, dict[str, Any]] = {}  # nodeid -> problem line
+        # nodeid -> its problem line without the texts, packed (about 60 bytes a generation):
+        # what the summaries need; the whole line is in the results file's keeping (on disk)
+        self.records: dict[str, bytes] = {}
         self.expected: list[str] = []
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
         self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
@@ -51,6 +57,7 @@ class ResultsCollector:
         self.gate_results: list[GateResult] = []
         self.comparisons: list[Comparison] = []
         self.baseline = load_baseline(Path(settings.compare)) if settings.compare else None
+        self._keys: dict[int, str] = {}  # id(record) -> nodeid, at the end
         self.written: Path | None = None
         self.write_failed = False  # the results file is not where it was asked for
         self.cache_notes: list[str] = []  # storage problems of every process's cache
@@ -65,7 +72,19 @@ class ResultsCollector:
             self.expected = list(ids)
 
     # -- what did run ------------------------------------------------------------------
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Takes the record first; once every other plugin has seen the report, drops the
+        record from it: the terminal reporter keeps every report to the end of the run,
+        and with the record in it the controller's memory would grow with the run."""
+        self._take_record(report)
+        try:
+            return (yield)
+        finally:
+            if any(name == RECORD_KEY for name, _ in report.user_properties):
+                report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
+
+    def _take_record(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == RECORD_KEY and report.nodeid not in self.records:
                 if not self.records:
@@ -73,8 +92,8 @@ class ResultsCollector:
                     # waits on the server: not at start-up, where the import thread holds
                     # the GIL on the way to the first request (45 ms with -n 0).
                     threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
-                self.records[report.nodeid] = value
-                self.results_file.stream(self._partial_target(value["suite"]), value, self.records.values)
+                self.records[report.nodeid] = _pack(without_texts(value))
+                self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
                 if value.get("error"):
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
@@ -115,10 +134,15 @@ class ResultsCollector:
     # -- the end -----------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)
-        for nodeid, data in self.records.items():
+        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)  # without the texts
+        keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
+        for nodeid, packed in self.records.items():
+            data = _unpack(packed)
             suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
-            by_suite[data["suite"]].append(problem_from_dict(data, suite.score_fields))
+            record = problem_from_dict(data, suite.score_fields)
+            by_suite[data["suite"]].append(record)
+            keys[id(record)] = nodeid
+        self._keys = keys
         if self.config.option.collectonly or (not by_suite and not self.gates):
             self.results_file.close()  # listing items is not an evaluation: no file, no gate
             return
@@ -184,7 +208,7 @@ class ResultsCollector:
             **suite.sampling(settings),
             "val_n": records[0].val_n if records else settings.val_n,
             **suite.summarize(scored, settings),
-            **suite.after_run(records, settings),
+            **suite.after_run(self._whole(records), settings),  # exports need the texts
             "complete": not errored and not own_missing and not interrupted,
             "errors": {
                 "items": len(errored),
@@ -220,13 +244,23 @@ class ResultsCollector:
             "duration_s": round(finished - self.started, 3),
         }
 
+    def _whole(self, records: Sequence[ProblemRecord]) -> StoredRecords:
+        """The same records with their texts, read back from disk one at a time."""
+
+        def decode(data: Mapping[str, Any]) -> ProblemRecord:
+            return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
+
+        return StoredRecords(self.results_file, [self._keys[id(r)] for r in records], decode)
+
     def _write(self, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
         path = (
             self.out_path
             if self.settings.out
             else default_out_path(by_suite, self.choice.label, self.started)
         )
-        records = [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
+        records = self._whole(
+            [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
+        )
         hint = None if self.settings.no_cache else "the generation cache"
         if hint and self.settings.cache_dir:
             hint += f" in {self.settings.cache_dir}"
@@ -279,6 +313,20 @@ class ResultsCollector:
             terminalreporter.write_line(f"storage: {note}")
         if self.written:
             terminalreporter.write_line(f"results: {self.written}")
+
+
+def _pack(data: Mapping[str, Any]) -> bytes:
+    """A record kept for the summaries, small: pickled (one copy of each key) and
+    compressed (the N generations of a problem look alike)."""
+    try:
+        blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a value pickle cannot take (-n 0 keeps the worker's objects)
+        blob = pickle.dumps(json.loads(json.dumps(data, default=str)), protocol=pickle.HIGHEST_PROTOCOL)
+    return zlib.compress(blob, 1)
+
+
+def _unpack(packed: bytes) -> dict[str, Any]:
+    return pickle.loads(zlib.decompress(packed))
 
 
 def _warm_up() -> None:

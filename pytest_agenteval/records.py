@@ -199,6 +199,28 @@ def problem_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...] = (
     )
 
 
+# Free text of a transcript entry (messages, code, tool output): only the results file needs it.
+TRANSCRIPT_TEXT_KEYS = frozenset({"content", "output", "code"})
+
+
+def without_texts(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A problem line without what only the results file needs: each generation's text
+    and its transcript entries' free text. Summaries, gates and comparisons read only
+    the rest (status, latencies, counts, answers, extra fields)."""
+    generations = []
+    for generation in data.get("generations", ()):
+        kept = {k: v for k, v in generation.items() if k != "text"}
+        if kept.get("transcript"):
+            kept["transcript"] = [
+                {k: v for k, v in entry.items() if k not in TRANSCRIPT_TEXT_KEYS}
+                if isinstance(entry, Mapping)
+                else entry
+                for entry in kept["transcript"]
+            ]
+        generations.append(kept)
+    return {**data, "generations": generations}
+
+
 def content_hash(value: Any) -> str:
     """Stable short hash of JSON-able content (prompts, targets), as lm-eval logs them."""
     canonical = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -1,10 +1,14 @@
 """The results JSONL: problem lines in dataset order, then one summary line per suite.
 Lines stream to `<out>.partial` while running; the final file replaces atomically.
 
+The partial file is also where the finished lines are kept: the controller holds only
+their offsets (and what the summaries need), and the final file reads them back.
+
 Storage faults never cost finished work: a partial file that cannot be written stops
-streaming (the records stay in memory), one deleted during the run is written again
-from memory, and a final file that cannot be written goes to a rescue folder in the
-temporary directory. Each says so in one note."""
+streaming (the lines go on to a private temporary file, or stay in memory when no disk
+takes them), one deleted during the run is written again from the still-open old one,
+and a final file that cannot be written goes to a rescue folder in the temporary
+directory. Each says so in one note."""
 
 from __future__ import annotations
 
@@ -15,12 +19,14 @@ import re
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .records import ProblemRecord
+from .spool import Spool
 
 RESULTS_DIR = "agenteval-results"
 _PACKAGES = (
@@ -88,54 +94,74 @@ def _why(exc: OSError) -> str:
 
 
 class ResultsFile:
-    """Streams finished problem lines to a partial file; `finalize` writes the real one."""
+    """Keeps the finished problem lines of a run, each under a key: streamed to the partial
+    file and read back from there by offset, so they are not held in memory as well;
+    `finalize` writes the real file. Lines the partial file cannot take go to a private
+    temporary file, and those no file takes stay in memory (compressed)."""
 
     def __init__(self) -> None:
         self.partial: Path | None = None
-        self._handle: IO[str] | None = None
-        self._stopped = False
+        self._spool: Spool | None = None  # the partial file, kept open to read lines back
+        self._private: Spool | None = None
+        self._private_failed = False
+        self._stopped = False  # the partial file takes no more lines
+        self._where: dict[str, tuple[Spool, int, int] | bytes] = {}
         self.notes: list[str] = []  # storage problems, one line each
 
-    def stream(
-        self, path: Path, record: Mapping[str, Any], so_far: Callable[[], Iterable[Mapping[str, Any]]]
-    ) -> None:
-        """Append one finished record; `so_far` gives every record streamed, this one
-        included, to write the file again if someone deleted it."""
-        if self._stopped:
-            return
-        try:
-            if self._handle is None:
-                self.partial = path.with_name(path.name + ".partial")
-                self.partial.parent.mkdir(parents=True, exist_ok=True)
-                self._handle = self.partial.open("w", encoding="utf-8")
-            elif os.fstat(self._handle.fileno()).st_nlink == 0:
-                count = self._rewrite(so_far())
-                self.notes.append(
-                    f"the partial results file {self.partial} was deleted during the run; "
-                    f"it was written again with the {count} items finished so far"
-                )
+    def stream(self, path: Path, key: str, record: Mapping[str, Any]) -> None:
+        """Keep one finished problem line (of the partial file `path` + ".partial")."""
+        data = _line(record).encode("utf-8")
+        if not self._stopped:
+            try:
+                self._where[key] = self._to_partial(path, data)
                 return
-            self._handle.write(_line(record))
-            self._handle.flush()  # in the OS before the next item: survives SIGKILL
-        except OSError as exc:
-            self._stopped = True
-            self.close()
-            self.notes.append(
-                f"could not write the partial results file {self.partial} ({_why(exc)}); "
-                "the run goes on and keeps the finished items in memory for the final file"
-            )
+            except OSError as exc:
+                self._stopped = True
+                self.notes.append(
+                    f"could not write the partial results file {self.partial} ({_why(exc)}); "
+                    "the run goes on and keeps the finished items for the final file"
+                )
+        self._where[key] = self._elsewhere(data)
 
-    def _rewrite(self, records: Iterable[Mapping[str, Any]]) -> int:
-        assert self.partial is not None
-        self.close()
-        self.partial.parent.mkdir(parents=True, exist_ok=True)  # the folder may be gone too
-        self._handle = self.partial.open("w", encoding="utf-8")
-        count = 0
-        for record in records:
-            self._handle.write(_line(record))
-            count += 1
-        self._handle.flush()
-        return count
+    def _to_partial(self, path: Path, data: bytes) -> tuple[Spool, int, int]:
+        if self._spool is None:
+            self.partial = path.with_name(path.name + ".partial")
+            self._spool = Spool.create(self.partial)
+        elif self._spool.deleted():
+            count = self._spool.recreate() + 1
+            where = self._spool, self._spool.append(data), len(data)
+            self.notes.append(
+                f"the partial results file {self.partial} was deleted during the run; "
+                f"it was written again with the {count} items finished so far"
+            )
+            return where
+        return self._spool, self._spool.append(data), len(data)
+
+    def _elsewhere(self, data: bytes) -> tuple[Spool, int, int] | bytes:
+        if self._private is None and not self._private_failed:
+            try:
+                self._private = Spool.private()
+            except OSError:
+                self._private_failed = True
+        if self._private is not None and not self._private_failed:
+            try:
+                return self._private, self._private.append(data), len(data)
+            except OSError:
+                self._private_failed = True  # its disk is full too: memory from now on
+        return zlib.compress(data, 1)
+
+    def stored_in(self, key: str) -> str:
+        """ "partial", "private" (temporary file) or "memory": where a line is kept."""
+        where = self._where[key]
+        if isinstance(where, bytes):
+            return "memory"
+        return "partial" if where[0] is self._spool else "private"
+
+    def read(self, key: str) -> dict[str, Any]:
+        """The line kept under `key`, as it was written."""
+        where = self._where[key]
+        data = zlib.decompress(where) if isinstance(where, bytes) else where[0].read(where[1], where[2])
+        return json.loads(data)
 
     def finalize(
         self,
@@ -144,20 +170,27 @@ class ResultsFile:
         summaries: Sequence[Mapping[str, Any]],
         recover_hint: str = "",
     ) -> Path | None:
-        """Write the final file (or its rescue copy); the path written, None if neither."""
-        lines = [_line(record.to_dict()) for record in records] + [_line(s) for s in summaries]
-        self.close()
+        """Write the final file (or its rescue copy); the path written, None if neither.
+        `records` may read their lines back from here (`StoredRecords`): one at a time."""
+
+        def lines() -> Iterator[str]:
+            for record in records:
+                yield _line(record.to_dict())
+            for summary in summaries:
+                yield _line(summary)
+
         failures: list[str] = []
         written: Path | None = None
         for target in (path, None):
             try:
                 if target is None:  # made only when needed
                     target = rescue_path(path)
-                _write_atomically(target, lines)
+                _write_atomically(target, lines())
                 written = target
                 break
             except OSError as exc:
                 failures.append(f"{target} ({_why(exc)})")
+        self.close()
         if written == path and self.partial is not None:
             _unlink_quietly(self.partial)
             return written
@@ -184,15 +217,35 @@ class ResultsFile:
             return 0
 
     def close(self) -> None:
-        if self._handle is not None:
-            try:
-                self._handle.close()
-            except OSError:
-                pass  # the disk took no more: what is already there stays
-            self._handle = None
+        for spool in (self._spool, self._private):
+            if spool is not None:
+                spool.close()
 
 
-def _write_atomically(path: Path, lines: Sequence[str]) -> None:
+class StoredRecords(Sequence[ProblemRecord]):
+    """Problem records whose lines `ResultsFile` keeps, read back when asked for (so the
+    texts of a run are never all in memory at once); `decode` makes a line a record."""
+
+    def __init__(
+        self,
+        results: ResultsFile,
+        keys: Sequence[str],
+        decode: Callable[[Mapping[str, Any]], ProblemRecord],
+    ) -> None:
+        self._results = results
+        self._keys = list(keys)
+        self._decode = decode
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return StoredRecords(self._results, self._keys[index], self._decode)
+        return self._decode(self._results.read(self._keys[index]))
+
+
+def _write_atomically(path: Path, lines: Iterable[str]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
