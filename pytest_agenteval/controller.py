@@ -4,11 +4,9 @@ the results file, print the summary and let the gates decide the exit status."""
 from __future__ import annotations
 
 import json
-import pickle
 import resource
 import threading
 import time
-import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -318,6 +316,9 @@ class ResultsCollector:
 def _pack(data: Mapping[str, Any]) -> bytes:
     """A record kept for the summaries, small: pickled (one copy of each key) and
     compressed (the N generations of a problem look alike)."""
+    import pickle  # here, not at import: off the path to the first request (2 ms)
+    import zlib
+
     try:
         blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # a value pickle cannot take (-n 0 keeps the worker's objects)
@@ -326,6 +327,9 @@ def _pack(data: Mapping[str, Any]) -> bytes:
 
 
 def _unpack(packed: bytes) -> dict[str, Any]:
+    import pickle
+    import zlib
+
     return pickle.loads(zlib.decompress(packed))
 
 
