@@ -10,7 +10,10 @@ generations + retries (the plugin's own account), the controller's RSS sampled e
 0.5 s while items finish (flat = the last quarter's median close to the first's; start-up
 before the first finished item and the final write are left out of the quarters, and
 shown as `start_up_median`, `peak` and a profile of the run in tenths), and wall time
-against the ideal (rounds of C requests x latency, faults ignored)."""
+against the ideal (rounds of C requests x latency, faults ignored). The peer for memory: plain
+pytest running as many failing items with -n 2 (its terminal reporter keeps every report
+to the end, so any long run grows): `controller_growth_over_plain_pytest` is the
+plugin's growth over pytest's own."""
 
 from __future__ import annotations
 
@@ -147,6 +150,7 @@ def main() -> None:
         "generations_plus_retries": generations + retries,
         "retries": retries,
         "server_outcomes": stats["outcomes"],
+        "server_mean_in_flight": round(stats["mean_in_flight"], 1),  # against --concurrency
         "stalls": summary.get("stalls", {}),
         "backend": summary["backend"],
         "controller_rss_mb": {
@@ -163,7 +167,51 @@ def main() -> None:
         "wall_over_ideal": round(wall / ideal, 2),
         "rc": process.returncode,
     }
+    report["plain_pytest_rss_mb"] = plain_pytest_growth(folder, args.problems)
+    ours = last - first
+    plain = report["plain_pytest_rss_mb"]["growth"]
+    report["controller_growth_over_plain_pytest"] = round(ours / plain, 2) if plain > 0 else None
     print(json.dumps(report, indent=1))
+
+
+PLAIN = """import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_problem(i):
+    assert i < 0, f"0/12 correct; expected {{2 * i}}, got 7"
+"""
+
+
+def plain_pytest_growth(folder: Path, items: int) -> dict[str, float]:
+    """The peer: what pytest's controller keeps for the same number of failing items
+    without the plugin (its terminal reporter holds every report to the end), -n 2,
+    RSS sampled every 0.05 s, the first and last 5 % (start-up, exit) left out."""
+    test = folder / "plain" / "test_plain.py"
+    test.parent.mkdir()
+    test.write_text(PLAIN.format(n=items))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", str(test)],
+        cwd=test.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
+    samples = []
+    while process.poll() is None:
+        value = rss_mb(process.pid)
+        if value is not None:
+            samples.append(value)
+        time.sleep(0.05)
+    cut = len(samples) // 20
+    run = samples[cut : len(samples) - cut] or samples
+    quarter = max(1, len(run) // 4)
+    first, last = statistics.median(run[:quarter]), statistics.median(run[-quarter:])
+    return {
+        "first_quarter_median": round(first, 1),
+        "last_quarter_median": round(last, 1),
+        "growth": round(last - first, 1),
+        "samples": len(run),
+    }
 
 
 if __name__ == "__main__":

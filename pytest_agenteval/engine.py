@@ -102,6 +102,15 @@ class Engine:
         """Jobs running now."""
         return self._active
 
+    def has_room(self) -> bool:
+        """Fewer jobs running than may run and none waiting: more could start now."""
+        return self._active < self.max_active and not self._heap
+
+    def unfinished(self, keys: Iterable[Hashable]) -> int:
+        """How many of `keys` are not finished: never submitted, queued or running."""
+        with self._lock:
+            return sum(1 for key in keys if (job := self._jobs.get(key)) is None or not job.future.done())
+
     def pending_keys(self) -> set[Hashable]:
         with self._lock:
             return set(self._jobs)

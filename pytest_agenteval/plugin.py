@@ -30,11 +30,16 @@ from .samplers import (
     probe_token_routes,
 )
 from .serving.choice import WORKERINPUT_KEY, served_choice
+from .stealing import STEAL_LOCK
 from .suite import DataError, Suite
 
 RUNTIME = pytest.StashKey[Runtime]()
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
 PREFETCH_ITEMS_MIN = 2
+# Finished rollouts an item ahead holds until pytest reaches it, at most this many times
+# the engine's size: a head item that waits (a stall, a long generation) lets the rest run
+# on, within a bound on what the process keeps.
+LOOKAHEAD = 16
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -431,7 +436,14 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     admission = runtime.admission(suite, problem)
     if admission not in ("run", "wait"):
         pytest.skip(admission)
-    record = runtime.evaluate(suite, problem, request.node.nodeid)
+    item = request.node
+    lock = request.config.stash.get(STEAL_LOCK, None) or contextlib.nullcontext()
+
+    def refill() -> None:  # the window ahead slides on while this item waits
+        with lock:
+            _prefetch_ahead(runtime, item, refill=True)
+
+    record = runtime.evaluate(suite, problem, item.nodeid, refill)
     request.node.user_properties.append((RECORD_KEY, record.to_dict()))
     if runtime.fatal_error:  # retrying or going on cannot help: stop like -x
         request.session.shouldfail = f"agenteval: the server refused a request: {runtime.fatal_error}"
@@ -459,26 +471,28 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     runtime = item.config.stash.get(RUNTIME, None)
     if runtime is None or suite_of(getattr(item, "module", None)) is None:
         return
-    from .stealing import STEAL_LOCK
-
     # Under xdist, no steal between reading this worker's queue and starting its items.
     with item.config.stash.get(STEAL_LOCK, contextlib.nullcontext()):
         _prefetch_ahead(runtime, item)
 
 
-def _prefetch_ahead(runtime: Runtime, item: pytest.Item) -> None:
+def _prefetch_ahead(runtime: Runtime, item: pytest.Item, refill: bool = False) -> None:
+    """Start the rollouts of the items from `item` on until the engine has more unfinished
+    ones than it runs at once. Finished rollouts of items pytest has not reached yet take
+    no room, so the window slides past them, up to LOOKAHEAD x the engine's size."""
     ahead, queued = upcoming(item)
-    if queued is not None:
+    if queued is not None and not refill:
         runtime.forget(queued)
-    # Enough items ahead to fill the engine: count their generations, not the items.
-    entries, generations = [], 0
+    entries, unfinished, looked = [], 0, 0
+    room, limit = runtime.engine.max_active, LOOKAHEAD * runtime.engine.max_active
     for order, other in ahead:
         suite, problem = suite_of(getattr(other, "module", None)), problem_of(other)
         if suite is None or problem is None:
             continue
         entries.append((suite, problem, float(order)))
-        generations += runtime.sample_count(suite, problem)
-        if generations > runtime.engine.max_active and len(entries) >= PREFETCH_ITEMS_MIN:
+        looked += runtime.sample_count(suite, problem)
+        unfinished += runtime.unfinished(suite, problem)
+        if (unfinished > room and len(entries) >= PREFETCH_ITEMS_MIN) or looked >= limit:
             break
     runtime.prefetch(entries)
 

@@ -7,7 +7,7 @@ import asyncio
 import concurrent.futures as cf
 import dataclasses
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,9 @@ from .samplers import FatalRequestError, ModelChoice, ReplaySource, make_sampler
 from .suite import RolloutContext, Suite
 
 MAX_ERRORS_SHOWN = 3
+
+
+REFILL_POLL_S = 0.05  # how often an item waiting on its rollouts looks for room ahead
 
 
 def one_line(exc: BaseException) -> str:
@@ -205,11 +208,25 @@ class Runtime:
         stale = [key for key in self.engine.pending_keys() if key[:2] not in wanted]
         self.engine.release(stale)
 
-    def evaluate(self, suite: Suite, problem: Problem, nodeid: str) -> ProblemRecord:
+    def unfinished(self, suite: Suite, problem: Problem) -> int:
+        """The item's rollouts not finished yet (not started counts too)."""
+        keys = ((suite.name, problem.node_id, j) for j in range(self.sample_count(suite, problem)))
+        return self.engine.unfinished(keys)
+
+    def evaluate(
+        self, suite: Suite, problem: Problem, nodeid: str, refill: Callable[[], None] | None = None
+    ) -> ProblemRecord:
         """Wait for the item's N rollouts (prefetched or not) and score them here, on the
-        main thread, where math-verify's timeout works."""
+        main thread, where math-verify's timeout works. While it waits, `refill()` runs
+        whenever the engine has room: a slow rollout of this item (a retry, a stall, a
+        long generation) must not leave the engine idle behind it."""
         futures = self._submit(suite, problem, URGENT)
-        cf.wait(futures)
+        if refill is None:
+            cf.wait(futures)
+        else:
+            while cf.wait(futures, timeout=REFILL_POLL_S).not_done:
+                if self.engine.has_room():
+                    refill()
         generations: list[GenerationRecord] = []
         errors: list[str] = []
         for index, future in enumerate(futures):
