@@ -205,7 +205,7 @@ class ResultsCollector:
             "model_path": settings.model_path,
             **suite.sampling(settings),
             "val_n": records[0].val_n if records else settings.val_n,
-            **suite.summarize(scored, settings),
+            **suite.summarize(self._whole(scored) if suite.summarize_reads_texts else scored, settings),
             **suite.after_run(self._whole(records), settings),  # exports need the texts
             "complete": not errored and not own_missing and not interrupted,
             "errors": {

@@ -390,6 +390,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     runtime = session.config.stash.get(RUNTIME, None)
     if runtime is None or not _is_worker(session.config) or not session.items:
         return
+    # Safe beside the engine's own `import aiohttp`: the import system's per-module locks
+    # make the later one wait for this one (both import the top-level package).
     if runtime.choice.kind == "openai" and "aiohttp" not in sys.modules:
         import importlib
         import threading

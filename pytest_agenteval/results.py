@@ -1,14 +1,15 @@
 """The results JSONL: problem lines in dataset order, then one summary line per suite.
 Lines stream to `<out>.partial` while running; the final file replaces atomically.
 
-The partial file is also where the finished lines are kept: the controller holds only
-their offsets (and what the summaries need), and the final file reads them back.
+The finished lines are kept on disk, not in the controller's memory: in a private copy
+(a file without a name beside the results, else in $TMPDIR, else compressed in memory),
+read back by offset for the final file; the controller holds their offsets and what the
+summaries need. The partial file is only a crash log, never read back.
 
 Storage faults never cost finished work: a partial file that cannot be written stops
-streaming (the lines go on to a private temporary file, or stay in memory when no disk
-takes them), one deleted during the run is written again from the still-open old one,
-and a final file that cannot be written goes to a rescue folder in the temporary
-directory. Each says so in one note."""
+streaming (the private copy goes on), one deleted during the run is written again from
+the still-open old one, and a final file that cannot be written goes to a rescue folder
+in the temporary directory. Each says so in one note."""
 
 from __future__ import annotations
 
@@ -94,68 +95,80 @@ def _why(exc: OSError) -> str:
 
 
 class ResultsFile:
-    """Keeps the finished problem lines of a run, each under a key: streamed to the partial
-    file and read back from there by offset, so they are not held in memory as well;
-    `finalize` writes the real file. Lines the partial file cannot take go to a private
-    temporary file, and those no file takes stay in memory (compressed)."""
+    """Keeps the finished problem lines of a run, each under a key, and streams them to
+    the partial file; `finalize` writes the real file.
+
+    The partial file is a crash log, written and never read back: it is a file in the
+    user's folder that someone may truncate, edit or delete, or that a second run with the
+    same --agenteval-out may write too. The lines are read back from a private copy, a
+    file without a name beside it (the same disk), else in $TMPDIR, else in memory
+    (compressed) when no disk takes them."""
 
     def __init__(self) -> None:
         self.partial: Path | None = None
-        self._spool: Spool | None = None  # the partial file, kept open to read lines back
-        self._private: Spool | None = None
-        self._private_failed = False
+        self._spool: Spool | None = None  # the partial file (the crash log)
         self._stopped = False  # the partial file takes no more lines
+        self._store: Spool | None = None  # where lines are appended to be read back
+        self._stores: list[tuple[Spool, str]] = []  # every store opened, with its place
+        self._places: list[Path | None] | None = None  # where a store may still go
         self._where: dict[str, tuple[Spool, int, int] | bytes] = {}
         self.notes: list[str] = []  # storage problems, one line each
 
     def stream(self, path: Path, key: str, record: Mapping[str, Any]) -> None:
-        """Keep one finished problem line (of the partial file `path` + ".partial")."""
+        """Keep one finished problem line, and stream it to the partial file `path` +
+        ".partial"."""
         data = _line(record).encode("utf-8")
-        if not self._stopped:
-            try:
-                self._where[key] = self._to_partial(path, data)
-                return
-            except OSError as exc:
-                self._stopped = True
-                self.notes.append(
-                    f"could not write the partial results file {self.partial} ({_why(exc)}); "
-                    "the run goes on and keeps the finished items for the final file"
-                )
-        self._where[key] = self._elsewhere(data)
+        self._where[key] = self._keep(path, data)
+        if self._stopped:
+            return
+        try:
+            self._to_partial(path, data)
+        except OSError as exc:
+            self._stopped = True
+            self.notes.append(
+                f"could not write the partial results file {self.partial} ({_why(exc)}); "
+                "the run goes on and keeps the finished items for the final file"
+            )
 
-    def _to_partial(self, path: Path, data: bytes) -> tuple[Spool, int, int]:
+    def _keep(self, path: Path, data: bytes) -> tuple[Spool, int, int] | bytes:
+        if self._places is None:
+            self._places = [path.parent, None]  # beside the results, then $TMPDIR
+        while True:
+            if self._store is None:
+                if not self._places:
+                    return zlib.compress(data, 1)  # no disk takes it
+                place = self._places.pop(0)
+                try:
+                    self._store = Spool.private(place)
+                except OSError:
+                    continue
+                self._stores.append((self._store, "beside" if place is not None else "temporary"))
+            try:
+                return self._store, self._store.append(data), len(data)
+            except OSError:
+                self._store = None  # its disk is full: the next place (earlier lines stay readable)
+
+    def _to_partial(self, path: Path, data: bytes) -> None:
         if self._spool is None:
             self.partial = path.with_name(path.name + ".partial")
             self._spool = Spool.create(self.partial)
         elif self._spool.deleted():
             count = self._spool.recreate() + 1
-            where = self._spool, self._spool.append(data), len(data)
+            self._spool.append(data)
             self.notes.append(
                 f"the partial results file {self.partial} was deleted during the run; "
                 f"it was written again with the {count} items finished so far"
             )
-            return where
-        return self._spool, self._spool.append(data), len(data)
-
-    def _elsewhere(self, data: bytes) -> tuple[Spool, int, int] | bytes:
-        if self._private is None and not self._private_failed:
-            try:
-                self._private = Spool.private()
-            except OSError:
-                self._private_failed = True
-        if self._private is not None and not self._private_failed:
-            try:
-                return self._private, self._private.append(data), len(data)
-            except OSError:
-                self._private_failed = True  # its disk is full too: memory from now on
-        return zlib.compress(data, 1)
+            return
+        self._spool.append(data)
 
     def stored_in(self, key: str) -> str:
-        """ "partial", "private" (temporary file) or "memory": where a line is kept."""
+        """ "beside" (a private file in the results folder), "temporary" (one in $TMPDIR)
+        or "memory": where a line is kept to be read back."""
         where = self._where[key]
         if isinstance(where, bytes):
             return "memory"
-        return "partial" if where[0] is self._spool else "private"
+        return next(place for spool, place in self._stores if spool is where[0])
 
     def read(self, key: str) -> dict[str, Any]:
         """The line kept under `key`, as it was written."""
@@ -217,7 +230,7 @@ class ResultsFile:
             return 0
 
     def close(self) -> None:
-        for spool in (self._spool, self._private):
+        for spool in [self._spool, *(spool for spool, _ in self._stores)]:
             if spool is not None:
                 spool.close()
 
@@ -254,7 +267,7 @@ def _write_atomically(path: Path, lines: Iterable[str]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except OSError:
+    except BaseException:  # a disk error, or one reading the lines back: no stray copy
         _unlink_quietly(temporary)  # a half-written copy would only take space
         raise
 

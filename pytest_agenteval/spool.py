@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -18,6 +19,8 @@ class Spool:
         self.fd = fd
         self.path = path  # None: a private file, unlinked at once (gone when closed)
         self.end = 0
+        # a run that never gets to close it (an error in sessionfinish) does not leak it
+        self._finalizer = weakref.finalize(self, _close_quietly, fd)
 
     @classmethod
     def create(cls, path: Path) -> Spool:
@@ -25,10 +28,18 @@ class Spool:
         return cls(_open(path), path)
 
     @classmethod
-    def private(cls) -> Spool:
-        """A file in $TMPDIR that only this process can reach (mode 0600, no name)."""
-        fd, name = tempfile.mkstemp(prefix="agenteval-lines-")
-        os.unlink(name)
+    def private(cls, folder: Path | None = None) -> Spool:
+        """A file only this process can reach (mode 0600, no name) in `folder`, else in
+        $TMPDIR. Raises OSError."""
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".agenteval-lines-", dir=folder)
+        try:
+            os.unlink(name)
+        except OSError:
+            os.close(fd)
+            _unlink_quietly(Path(name))
+            raise
         return cls(fd, None)
 
     def append(self, data: bytes) -> int:
@@ -76,17 +87,24 @@ class Spool:
             os.close(fd)
             _unlink_quietly(self.path)  # a cut-off copy would read as a crash's leftovers
             raise
+        self._finalizer.detach()
         os.close(self.fd)
         self.fd = fd
+        self._finalizer = weakref.finalize(self, _close_quietly, fd)
         return lines
 
     def close(self) -> None:
         if self.fd >= 0:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
+            self._finalizer.detach()
+            _close_quietly(self.fd)
             self.fd = -1
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def _open(path: Path) -> int:

@@ -74,6 +74,7 @@ class Suite:
     markers: Mapping[str, str] = {}
     score_fields: tuple[str, ...] = ()  # Score.fields a results file carries back
     uses_agent: bool = False  # takes the `agenteval_agent` fixture (a user's own agent)
+    summarize_reads_texts: bool = False  # `summarize` gets the generations' texts too
 
     def load(self, settings: Settings) -> list[Problem]:
         raise NotImplementedError
@@ -118,6 +119,10 @@ class Suite:
         return {}
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
+        """The suite's metrics over its scored records. They come without their texts
+        (each generation's `text` is "", transcripts keep no content, output or code), so a
+        long run's controller stays small; a suite whose metrics read the texts sets
+        `summarize_reads_texts = True` and gets them whole, read back from disk."""
         from .metrics import summarize_math
 
         return summarize_math(records, bootstrap_seed=settings.seed)

@@ -1,5 +1,6 @@
-"""Where the finished problem lines live during a run: on disk (the partial file, else a
-private temporary file), read back by offset; in memory only when no disk takes them.
+"""Where the finished problem lines live during a run: in a private copy on disk (a file
+without a name beside the results, else in $TMPDIR), read back by offset; in memory only
+when no disk takes them. The partial file is a crash log that may be damaged freely.
 The final file is byte for byte what the in-memory records gave before."""
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _stream_all(results: ResultsFile, out: Path, lines: dict[str, dict[str, Any]
 def test_a_line_reads_back_as_it_was_written(tmp_path: Path, case: str) -> None:
     results = ResultsFile()
     results.stream(tmp_path / "r.jsonl", case, LINES[case])
-    assert results.stored_in(case) == "partial"
+    assert results.stored_in(case) == "beside"
     assert results.read(case) == json.loads(json.dumps(LINES[case]))
     written = (tmp_path / "r.jsonl.partial").read_text(encoding="utf-8")
     assert written == json.dumps(LINES[case], ensure_ascii=False) + "\n"
@@ -147,7 +148,7 @@ def _no_folder(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("private_disk", "kept_in"),
-    [("writable", "private"), ("unwritable", "memory")],
+    [("writable", "temporary"), ("unwritable", "memory")],
 )
 def test_lines_the_partial_file_cannot_take_are_kept_whole(
     tmp_path: Path, monkeypatch, private_disk: str, kept_in: str
@@ -181,7 +182,7 @@ def test_a_partial_file_deleted_mid_run_still_gives_a_complete_final_file(
     ]
     expected_partial = "".join(json.dumps(LINES[k], ensure_ascii=False) + "\n" for k in keys)
     assert partial.read_text(encoding="utf-8") == expected_partial  # what a crash now leaves
-    assert {results.stored_in(k) for k in keys} == {"partial"}
+    assert {results.stored_in(k) for k in keys} == {"beside"}  # a file without a name survives
     final = tmp_path / "final.jsonl"
     results.finalize(final, _stored(results, keys), [])
     assert final.read_text(encoding="utf-8") == _old_final_file(list(LINES.values()), [])
@@ -195,11 +196,55 @@ def test_a_deleted_partial_file_that_cannot_be_made_again_still_reads_back(tmp_p
     shutil.rmtree(out.parent)
     (tmp_path / "out").write_text("")  # its folder cannot come back
     _stream_all(results, out, {k: LINES[k] for k in keys[2:]})
-    assert [results.stored_in(k) for k in keys] == ["partial"] * 2 + ["private"] * 3
+    assert [results.stored_in(k) for k in keys] == ["beside"] * 5
     assert results.notes[0].startswith("could not write the partial results file")
     final = tmp_path / "final.jsonl"
     results.finalize(final, _stored(results, keys), [])
     assert final.read_text(encoding="utf-8") == _old_final_file(list(LINES.values()), [])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_a_partial_file_damaged_mid_run_does_not_touch_the_final_file(tmp_path: Path, damage: str) -> None:
+    """The partial file is a crash log in the user's folder: emptied to free a full disk,
+    or edited, it must not be where the final file comes from."""
+    out = tmp_path / "r.jsonl"
+    partial = out.with_name("r.jsonl.partial")
+    keys = list(LINES)
+    results = ResultsFile()
+    _stream_all(results, out, {k: LINES[k] for k in keys[:3]})
+    partial.write_text("" if damage == "truncated" else '{"type": "problem", "problem_id": "forged"}\n' * 40)
+    _stream_all(results, out, {k: LINES[k] for k in keys[3:]})
+    ordered = sorted(keys, key=lambda k: LINES[k]["index"])
+    assert results.finalize(out, _stored(results, ordered), []) == out
+    assert out.read_text(encoding="utf-8") == _old_final_file(list(LINES.values()), [])
+    assert results.notes == [] and not partial.exists()
+
+
+def test_two_runs_writing_the_same_results_path_each_keep_their_own_lines(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    keys = list(LINES)
+    first, second = ResultsFile(), ResultsFile()
+    _stream_all(first, out, {k: LINES[k] for k in keys[:2]})
+    _stream_all(second, out, {k: LINES[k] for k in keys[2:]})  # truncates the same partial file
+    _stream_all(first, out, {k: LINES[k] for k in keys[2:4]})
+    assert first.finalize(out, _stored(first, keys[:4]), []) == out
+    assert out.read_text(encoding="utf-8") == _old_final_file([LINES[k] for k in keys[:4]], [])
+    other = tmp_path / "second.jsonl"
+    assert second.finalize(other, _stored(second, keys[2:]), []) == other
+    assert other.read_text(encoding="utf-8") == _old_final_file([LINES[k] for k in keys[2:]], [])
+
+
+def test_no_descriptor_is_left_open_by_a_run_that_never_finalizes(tmp_path: Path) -> None:
+    import gc
+    import os
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        results = ResultsFile()
+        _stream_all(results, tmp_path / "r.jsonl", LINES)
+        del results
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_summaries_read_the_same_from_records_without_texts() -> None:
