@@ -84,20 +84,21 @@ def remember(suite: Suite) -> None:
 
 
 def suite_by_name(name: str, source: Path | None = None) -> Suite:
-    """The suite object for a name: a built-in, one seen during collection here, or (the
-    xdist controller collects nothing) the `agenteval_suite` of the test file `source`;
-    a generic one (math metrics) when none of these is found."""
+    """The suite object for a name: one seen during collection here, or (the xdist
+    controller collects nothing) the `agenteval_suite` of the test file `source`, else
+    the built-in of that name, else a generic one (math metrics)."""
     if name not in _instances:
-        target = BUILTIN_SUITES.get(name)
-        if target is not None:
-            module, _, attribute = target.partition(":")
-            _instances[name] = getattr(importlib.import_module(module), attribute)()
-        else:
-            suite = _from_file(source) if source is not None else None
-            if suite is None or suite.name != name:
+        # the file's own suite first: a subclass of a built-in keeps its name (aime25)
+        suite = _from_file(source) if source is not None else None
+        if suite is None or suite.name != name:
+            target = BUILTIN_SUITES.get(name)
+            if target is not None:
+                module, _, attribute = target.partition(":")
+                suite = getattr(importlib.import_module(module), attribute)()
+            else:
                 suite = Suite()
                 suite.name = name
-            _instances[name] = suite
+        _instances[name] = suite
     return _instances[name]
 
 

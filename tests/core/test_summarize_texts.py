@@ -1,0 +1,51 @@
+"""A suite's `summarize` gets its records without the texts (the controller keeps them
+on disk), unless the suite says it reads them (`summarize_reads_texts = True`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests.conftest import read_results
+
+SUITE = """
+from pytest_agenteval.aime25 import Aime25
+
+
+class Lengths(Aime25):
+    summarize_reads_texts = {reads}
+
+    def summarize(self, records, settings):
+        return {{"text_chars": sum(len(g.rollout.text) for r in records for g in r.generations)}}
+
+
+agenteval_suite = Lengths()
+
+
+def test_aime25(evaluation):
+    evaluation.check()
+"""
+ANSWER = "It is \\boxed{70}."
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize("reads", [True, False])
+def test_summarize_sees_the_texts_only_when_the_suite_asks(pytester, tiny_aime, workers, reads) -> None:
+    pytester.makepyfile(test_lengths=SUITE.format(reads=reads))
+    out = pytester.path / "results.jsonl"
+    with OpenAITestServer(ServerConfig(answer=ANSWER)) as server:
+        pytester.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            f"--dataset-path={tiny_aime}",
+            f"--agenteval-out={out}",
+            "--mode=text-only",
+            f"--endpoint={server.url}",
+            "--val-n=2",
+            "-n",
+            workers,
+        )
+    problems, (summary,) = read_results(out)
+    texts = [g["text"] for p in problems for g in p["generations"]]
+    assert texts == [ANSWER] * 8  # the results file has them either way
+    assert summary["text_chars"] == (len(ANSWER) * 8 if reads else 0)
