@@ -204,8 +204,9 @@ class ResultsFile:
             except OSError as exc:
                 failures.append(f"{target} ({_why(exc)})")
         self.close()
-        if written == path and self.partial is not None:
-            _unlink_quietly(self.partial)
+        if written == path:
+            if self.partial is not None:
+                _unlink_quietly(self.partial)
             return written
         self.notes[:] = [n for n in self.notes if "partial results file" not in n]  # said below
         if written is not None:

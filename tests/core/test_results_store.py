@@ -340,3 +340,11 @@ def test_a_retool_run_writes_the_final_file_the_in_memory_records_gave(
     result.assert_outcomes(passed=1, failed=1)  # 70 is right for problem 0 only
     assert json.loads(out.read_text().splitlines()[-1])["sandbox"]["calls"] == 4
     _unchanged(pytester, out)
+
+
+def test_a_results_file_with_nothing_streamed_is_written_without_a_note(tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    results = ResultsFile()
+    summary = {"type": "summary", "suite": "aime25"}
+    assert results.finalize(out, [], [summary]) == out  # it raised IndexError
+    assert out.read_text(encoding="utf-8") == json.dumps(summary) + "\n" and results.notes == []
