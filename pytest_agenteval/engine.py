@@ -41,6 +41,7 @@ class Engine:
         self._thread.start()
         self._lock = threading.Lock()
         self._jobs: dict[Hashable, _Job] = {}
+        self._unfinished = 0  # jobs submitted, neither finished nor cancelled (under _lock)
         self._heap: list[tuple[Priority, int, _Job]] = []  # touched on the loop thread only
         self._order = itertools.count()
         self._active = 0
@@ -63,6 +64,7 @@ class Engine:
                 job = self._jobs.get(key)
                 if job is None:
                     job = self._jobs[key] = _Job(key, factory, priority)
+                    self._unfinished += 1
                     pushed.append(job)
                 elif not job.started and priority < job.priority:
                     job.priority = priority
@@ -77,8 +79,8 @@ class Engine:
         with self._lock:
             for key in keys:
                 job = self._jobs.pop(key, None)
-                if job is not None and not job.started:
-                    job.future.cancel()
+                if job is not None and not job.started and job.future.cancel():
+                    self._unfinished -= 1
 
     def withdraw(self, items: Iterable[tuple[Hashable, ...]]) -> list[bool]:
         """Per item (a key prefix that covers its samples): True, and its queued jobs
@@ -92,7 +94,8 @@ class Engine:
                     answers.append(False)
                     continue
                 for job in jobs:
-                    job.future.cancel()
+                    if job.future.cancel():
+                        self._unfinished -= 1
                     del self._jobs[job.key]
                 answers.append(True)
         return answers
@@ -106,10 +109,11 @@ class Engine:
         """Fewer jobs running than may run and none waiting: more could start now."""
         return self._active < self.max_active and not self._heap
 
-    def unfinished(self, keys: Iterable[Hashable]) -> int:
-        """How many of `keys` are not finished: never submitted, queued or running."""
+    def load(self) -> tuple[int, int]:
+        """(jobs not finished, jobs held): queued or running; and those plus the finished
+        ones nobody has released yet."""
         with self._lock:
-            return sum(1 for key in keys if (job := self._jobs.get(key)) is None or not job.future.done())
+            return self._unfinished, len(self._jobs)
 
     def pending_keys(self) -> set[Hashable]:
         with self._lock:
@@ -198,4 +202,6 @@ class Engine:
             job.future.set_result(result)
         finally:
             self._active -= 1
+            with self._lock:
+                self._unfinished -= 1
             self._admit()

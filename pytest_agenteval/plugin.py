@@ -481,21 +481,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _prefetch_ahead(runtime: Runtime, item: pytest.Item, refill: bool = False) -> None:
     """Start the rollouts of the items from `item` on until the engine has more unfinished
     ones than it runs at once. Finished rollouts of items pytest has not reached yet take
-    no room, so the window slides past them, up to LOOKAHEAD x the engine's size."""
+    no room, so the window slides past them, up to LOOKAHEAD x the engine's size held."""
     ahead, queued = upcoming(item)
     if queued is not None and not refill:
         runtime.forget(queued)
-    entries, unfinished, looked = [], 0, 0
-    room, limit = runtime.engine.max_active, LOOKAHEAD * runtime.engine.max_active
+    engine = runtime.engine
+    room, limit = engine.max_active, LOOKAHEAD * engine.max_active
+    unfinished, held = engine.load()
+    entries, seen = [], 0
     for order, other in ahead:
         suite, problem = suite_of(getattr(other, "module", None)), problem_of(other)
         if suite is None or problem is None:
             continue
-        entries.append((suite, problem, float(order)))
-        looked += runtime.sample_count(suite, problem)
-        unfinished += runtime.unfinished(suite, problem)
-        if (unfinished > room and len(entries) >= PREFETCH_ITEMS_MIN) or looked >= limit:
+        seen += 1
+        if runtime.submitted(suite, problem) or not runtime.may_run_ahead(suite, problem):
+            continue  # in the engine already (counted in its load), or not to run ahead
+        if (unfinished > room and seen > PREFETCH_ITEMS_MIN) or held >= limit:
             break
+        count = runtime.sample_count(suite, problem)
+        entries.append((suite, problem, float(order)))
+        unfinished, held = unfinished + count, held + count
     runtime.prefetch(entries)
 
 

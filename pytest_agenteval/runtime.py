@@ -44,6 +44,7 @@ class Runtime:
         self.choice = choice
         self.concurrency = concurrency
         self._problems: dict[str, list[Problem]] = {}
+        self._submitted: set[tuple[str, str]] = set()  # (suite, node id) in the engine
         self._engine: Engine | None = None
         self._sampler: Any = None
         self._sandbox: Any = None
@@ -167,6 +168,7 @@ class Runtime:
         return rollout
 
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
+        self._submitted.add((suite.name, problem.node_id))
         return self.engine.submit_all(
             (
                 (suite.name, problem.node_id, j),
@@ -179,10 +181,17 @@ class Runtime:
     def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
         """Start the rollouts of items pytest will run soon, in their order."""
         for suite, problem, order in upcoming:
-            if suite.uses_agent and suite.name not in self._agent_known:
-                continue  # the agent fixture has not been set up yet: nothing to run ahead
-            if self.admission(suite, problem) == "run":
+            if self.may_run_ahead(suite, problem):
                 self._submit(suite, problem, order)
+
+    def may_run_ahead(self, suite: Suite, problem: Problem) -> bool:
+        if suite.uses_agent and suite.name not in self._agent_known:
+            return False  # the agent fixture has not been set up yet: nothing to run ahead
+        return self.admission(suite, problem) == "run"
+
+    def submitted(self, suite: Suite, problem: Problem) -> bool:
+        """Whether the item's rollouts are in the engine (running, queued or finished)."""
+        return (suite.name, problem.node_id) in self._submitted
 
     async def shared_request(self, key: tuple[str, str, int], readers: int, request: Any) -> Any:
         """One request whose result several samples read (`n`); on the engine loop."""
@@ -207,11 +216,7 @@ class Runtime:
         wanted = set(keep)
         stale = [key for key in self.engine.pending_keys() if key[:2] not in wanted]
         self.engine.release(stale)
-
-    def unfinished(self, suite: Suite, problem: Problem) -> int:
-        """The item's rollouts not finished yet (not started counts too)."""
-        keys = ((suite.name, problem.node_id, j) for j in range(self.sample_count(suite, problem)))
-        return self.engine.unfinished(keys)
+        self._submitted.intersection_update(wanted)
 
     def evaluate(
         self, suite: Suite, problem: Problem, nodeid: str, refill: Callable[[], None] | None = None
@@ -241,6 +246,7 @@ class Runtime:
                 continue
             generations.append(GenerationRecord(index, seed, rollout, score))
         self.engine.release((suite.name, problem.node_id, j) for j in range(len(futures)))
+        self._submitted.discard((suite.name, problem.node_id))
         passed = any(g.score.correct for g in generations)
         self.history.setdefault(suite.name, {}).setdefault(suite.category_of(problem), []).append(passed)
         return ProblemRecord(
