@@ -4,6 +4,7 @@ to run the plugin on a tiny suite and read its results file."""
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,14 @@ agenteval_suite = Aime25()
 def test_aime25(evaluation):
     evaluation.check()
 """
+
+
+def default_sigint() -> None:
+    """Popen's preexec_fn for a child a test sends Ctrl-C: SIGINT as a terminal has it.
+    A process started in the background by a non-interactive shell (a CI runner, nohup)
+    or by an xdist worker inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import read_results, write_jsonl
+from tests.conftest import default_sigint, read_results, write_jsonl
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
 SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
@@ -131,8 +131,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
             cwd=aime_suite.path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            # an xdist worker ignores SIGINT and children inherit that: give Ctrl-C back
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=default_sigint,  # SIGINT may be inherited ignored
         )
         deadline = time.monotonic() + 60
         while _cached(aime_suite) < 40 and time.monotonic() < deadline:

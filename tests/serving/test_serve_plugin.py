@@ -15,7 +15,7 @@ import pytest
 
 from pytest_agenteval.serving.launcher import group_empty
 from pytest_agenteval.serving.session import KEEP_FILE, read_state, stop_kept
-from tests.conftest import read_results
+from tests.conftest import default_sigint, read_results
 
 from .test_launcher import running, wait_until
 
@@ -182,6 +182,7 @@ def test_ctrl_c_leaves_no_server_behind(aime_suite, tiny_aime: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ},
+        preexec_fn=default_sigint,  # SIGINT may be inherited ignored
     )
     pid_file = aime_suite.path / "guard.pid"
     try:

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from pytest_agenteval.aime25._conversation import TOOLS
 from pytest_agenteval.aime25._protocol import initial_messages
 from pytest_agenteval.aime25.suite import text_only_messages
-from tests.conftest import TINY_PROBLEMS, read_results
+from tests.conftest import TINY_PROBLEMS, default_sigint, read_results
 
 SMALL = (
     "--val-n=2",
@@ -233,7 +233,11 @@ def test_ctrl_c_ends_the_session_as_cancelled(
         *SMALL,
     ]
     process = subprocess.Popen(
-        command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command,
+        cwd=aime_suite.path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=default_sigint,  # SIGINT may be inherited ignored
     )
     deadline = time.monotonic() + 60
     while not server.requests_started() and time.monotonic() < deadline:
