@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.throughput import ENV, server_stats  # noqa: E402
+from benchmarks.throughput import ENV, PYTEST, server_stats  # noqa: E402
 from pytest_agenteval.testing import start_server_process, stop_server_process  # noqa: E402
 
 FAULTS = "429,500,reset,stall,truncated"
@@ -91,13 +91,7 @@ def main() -> None:
         "So \\boxed{7} (seed {seed}).",
     )
     command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "suites/aime25",
-        "-q",
-        "-p",
-        "no:cacheprovider",
+        *PYTEST,
         "-n",
         "2",
         f"--dataset-path={data}",
