@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,17 @@ def test_aime25(evaluation):
 """
 
 
-def default_sigint() -> None:
-    """Popen's preexec_fn for a child a test sends Ctrl-C: SIGINT as a terminal has it.
-    A process started in the background by a non-interactive shell (a CI runner, nohup)
-    or by an xdist worker inherits SIGINT ignored, and Python then never raises
-    KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def interruptible(command: Sequence[str], cwd: Path) -> subprocess.Popen[bytes]:
+    """A quiet child process a test will send Ctrl-C, with SIGINT as a terminal has it: a
+    process started in the background by a non-interactive shell (a CI runner, nohup)
+    inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:

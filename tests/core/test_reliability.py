@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import default_sigint, read_results, write_jsonl
+from tests.conftest import interruptible, read_results, write_jsonl
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
 SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
@@ -126,13 +126,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
     with OpenAITestServer(ServerConfig(answers=right, latency_ms=200)) as server:
         command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
         command.remove("-p")
-        process = subprocess.Popen(
-            command,
-            cwd=aime_suite.path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=default_sigint,  # SIGINT may be inherited ignored
-        )
+        process = interruptible(command, aime_suite.path)
         deadline = time.monotonic() + 60
         while _cached(aime_suite) < 40 and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 
 from pytest_agenteval.serving.launcher import group_empty
 from pytest_agenteval.serving.session import KEEP_FILE, read_state, stop_kept
-from tests.conftest import default_sigint, read_results
+from tests.conftest import interruptible, read_results
 
 from .test_launcher import running, wait_until
 
@@ -176,14 +174,7 @@ def test_ctrl_c_leaves_no_server_behind(aime_suite, tiny_aime: Path) -> None:
         "--agenteval-out=out.jsonl",
         "--mode=text-only",
     ]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args, *FAST],
-        cwd=aime_suite.path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ},
-        preexec_fn=default_sigint,  # SIGINT may be inherited ignored
-    )
+    process = interruptible([sys.executable, "-m", "pytest", *args, *FAST], aime_suite.path)
     pid_file = aime_suite.path / "guard.pid"
     try:
         assert wait_until(lambda: pid_file.exists() and pid_file.read_text() != "", 120)

@@ -6,7 +6,6 @@ SDKs' real payloads, faults survived, and start-up refusals as one line."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from typing import Any
@@ -17,7 +16,7 @@ from transformers import AutoTokenizer
 from pytest_agenteval.aime25._conversation import TOOLS
 from pytest_agenteval.aime25._protocol import initial_messages
 from pytest_agenteval.aime25.suite import text_only_messages
-from tests.conftest import TINY_PROBLEMS, default_sigint, read_results
+from tests.conftest import TINY_PROBLEMS, interruptible, read_results
 
 SMALL = (
     "--val-n=2",
@@ -232,13 +231,7 @@ def test_ctrl_c_ends_the_session_as_cancelled(
         f"--base-model={base_model}",
         *SMALL,
     ]
-    process = subprocess.Popen(
-        command,
-        cwd=aime_suite.path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=default_sigint,  # SIGINT may be inherited ignored
-    )
+    process = interruptible(command, aime_suite.path)
     deadline = time.monotonic() + 60
     while not server.requests_started() and time.monotonic() < deadline:
         time.sleep(0.1)
