@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import importlib.util
 import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ..data import file_sha256
 from ._base import Completion, Message, ModelIdentity, SamplerError, SamplingParams
 from ._template import ChatTokenizer, TemplateError
 
@@ -36,13 +36,9 @@ def embedded_model_path() -> Path:
     return path
 
 
-@lru_cache(maxsize=8)
+@cache  # a sharded checkpoint and its adapter: each file hashed once a process
 def _file_sha256(path: str, size: int, mtime: float) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(Path(path))
 
 
 def file_fingerprint(path: Path) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..data import file_sha256
 from ..hub import hub_unreachable, offline_requested
 
 # Files whose bytes decide what the model does: config, tokenizer and weights.
@@ -99,11 +100,7 @@ class FileHashes:
         stat = path.stat()
         key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
         if key not in self._known:
-            digest = hashlib.sha256()
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            self._known[key] = digest.hexdigest()
+            self._known[key] = file_sha256(path)
             self._dirty = True
         return self._known[key]
 
