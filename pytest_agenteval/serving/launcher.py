@@ -62,11 +62,6 @@ class LaunchedServer:
     def url(self) -> str:
         return self.spec.url
 
-    def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.poll() is None
-        return _pid_alive(self.pid)
-
     def describe(self) -> dict[str, Any]:
         """For the summary: everything but the key."""
         return {
@@ -110,16 +105,6 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(tail) or "(empty log)"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def list_models(url: str, key: str | None, timeout_s: float = 5.0) -> tuple[int, list[str]]:

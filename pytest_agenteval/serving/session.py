@@ -8,7 +8,7 @@ import importlib.util
 import json
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,9 @@ def pick_backend(resolved: ResolvedModel, requested: str) -> str | None:
             "--serve-backend llama-cpp serves .gguf files only; use vllm or sglang for a checkpoint"
         )
     if requested in ("vllm", "sglang"):
-        module = "vllm" if requested == "vllm" else "sglang"
-        if not _importable(module):
+        if not _importable(requested):
             raise LaunchError(
-                f"--serve-backend {requested}: {module} is not installed (pip install {module})"
+                f"--serve-backend {requested}: {requested} is not installed (pip install {requested})"
             )
         return requested
     if _importable("vllm") and cuda_present():
@@ -161,7 +160,7 @@ def build_specs(settings: Any, resolved: ResolvedModel, backend: str) -> list[tu
                 resolved, port, n_threads=settings.llama_threads, n_ctx=settings.n_ctx, extra=extra
             )
             if replica is not None:
-                spec = ServerSpec(**{**spec.__dict__, "env": {"CUDA_VISIBLE_DEVICES": replica}})
+                spec = replace(spec, env={"CUDA_VISIBLE_DEVICES": replica})
         elif backend == "vllm":
             internal, internal_port = free_port()
             internal.close()
@@ -233,10 +232,7 @@ def start(
 
 
 def _probe_adapters(run: Launch, settings: Any, say: Callable[[str], None]) -> None:
-    adapters = run.servers[0].spec.adapters
-    if not adapters:
-        return
-    for name in adapters:
+    for name in run.servers[0].spec.adapters:
         try:
             result = probe_adapter(run.endpoints[0], run.key, run.served_name, name)
         except (OSError, KeyError, ValueError, TypeError) as exc:  # urllib errors are OSErrors
@@ -311,13 +307,13 @@ def _reuse(
         return None
     servers = []
     for entry, (spec, _) in zip(state, specs, strict=True):
-        kept_spec = ServerSpec(**{**spec.__dict__, "port": int(entry["port"])})
+        kept_spec = replace(spec, port=int(entry["port"]))
         servers.append(
             LaunchedServer(
                 kept_spec, Path(entry["log"]), None, int(entry["pid"]), None, reused=True, version=version
             )
         )
-    if matches and all(is_guard(s.pid) and spec_lists(s) for s in servers):
+    if all(is_guard(s.pid) and spec_lists(s) for s in servers):
         return servers
     stop_kept(state_dir)
     return None
