@@ -42,7 +42,7 @@ class Engine:
         self._lock = threading.Lock()
         self._jobs: dict[Hashable, _Job] = {}
         self._unfinished = 0  # jobs submitted, neither finished nor cancelled (under _lock)
-        self._heap: list[tuple[Priority, int, _Job]] = []  # touched on the loop thread only
+        self._heap: list[tuple[Priority, int, _Job]] = []  # changed on the loop thread only
         self._order = itertools.count()
         self._active = 0
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -179,10 +179,9 @@ class Runtime:
         )
 
     def prefetch(self, upcoming: Iterable[tuple[Suite, Problem, float]]) -> None:
-        """Start the rollouts of items pytest will run soon, in their order."""
+        """Start the rollouts of items pytest will run soon (each `may_run_ahead`)."""
         for suite, problem, order in upcoming:
-            if self.may_run_ahead(suite, problem):
-                self._submit(suite, problem, order)
+            self._submit(suite, problem, order)
 
     def may_run_ahead(self, suite: Suite, problem: Problem) -> bool:
         if suite.uses_agent and suite.name not in self._agent_known:

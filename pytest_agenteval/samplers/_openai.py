@@ -213,7 +213,6 @@ class OpenAISampler:
         started = time.monotonic()
         attempt, avoid = 0, None
         while True:
-            endpoint = None
             async with self._slots.slot(priority):
                 endpoint, wait = self._pick_endpoint(avoid)
                 if endpoint is not None:
@@ -237,13 +236,13 @@ class OpenAISampler:
                         self._in_flight[endpoint] -= 1
                         self.health.release(endpoint)  # a probe cancelled or raising: free it
             if endpoint is None:  # every endpoint is out of the rotation
-                self._check_outage(started, attempt)
+                self._check_outage()
                 await asyncio.sleep(wait)
                 continue
             if failure.cause == "connection" and self._launched_dead(endpoint):
                 attempt -= 1  # drained: the other replicas take the request at once
                 continue
-            self._check_outage(started, attempt, failure.cause)
+            self._check_outage(failure.cause)
             avoid = endpoint
             wait = self.retry.delay(attempt, failure.retry_after, self._rng)
             if failure.cause in (*STALLS, "stream_interrupted") or (
@@ -293,7 +292,7 @@ class OpenAISampler:
         else:
             self.health.neutral(endpoint)
 
-    def _check_outage(self, started: float, attempt: int, cause: str | None = None) -> None:
+    def _check_outage(self, cause: str | None = None) -> None:
         """Every endpoint down for longer than a request may retry: fail now, with one line."""
         down = self.health.all_down_for()
         if down and down >= self.retry.max_total_s:

@@ -45,8 +45,6 @@ class Session:
     sampling: Any
     tokenizer: ChatTokenizer
     max_in_flight: int  # the SDK's own cap on sample requests in flight
-    base_url: str
-    sdk_version: str
 
 
 class StartupError(ValueError):
@@ -150,18 +148,6 @@ class SdkSampler:
             self._session = open_session(self.adapter, self.settings, self.home)
             # our share of --concurrency, never above what the SDK itself lets through
             self._slots = PrioritySlots(max(1, min(self.concurrency, self._session.max_in_flight)))
-            self.identity = ModelIdentity(
-                backend=self.identity.backend,
-                name=self.identity.name,
-                location=self._session.base_url,
-                details={
-                    **self.identity.details,
-                    "sdk_version": self._session.sdk_version,
-                    "sdk_max_in_flight": self._session.max_in_flight,
-                    "concurrency": self._slots.capacity,
-                    "tokenizer": self._session.tokenizer.label,
-                },
-            )
         return self._session
 
     def chat_tokenizer(self) -> ChatTokenizer:

@@ -73,8 +73,6 @@ class TinkerAdapter(SdkAdapter):
             sampling=sampling,
             tokenizer=self.tokenizer(settings, sampling.get_tokenizer, str(settings.base_model)),
             max_in_flight=int(config.sample_max_concurrent_requests),
-            base_url=self.base_url(),
-            sdk_version=f"tinker {tinker.__version__}",
         )
 
     def _reachable(self) -> None:

@@ -74,8 +74,6 @@ class TrioAdapter(SdkAdapter):
             sampling=sampling,
             tokenizer=self.tokenizer(settings, sampling.get_tokenizer, sampling.model_id),
             max_in_flight=int(configuration.sampling_request_max_in_flight),
-            base_url=self.base_url(),
-            sdk_version=f"pytrio {configuration.version}",
         )
 
     async def sample(
