@@ -124,12 +124,13 @@ def upcoming(item: pytest.Item) -> tuple[Iterable[tuple[int, pytest.Item]], set[
     if isinstance(interactor.nextitem_index, int):
         indices.insert(0, interactor.nextitem_index)
     order = [(_index_of(session, item), item)] + [(i, items[i]) for i in indices]
-    keys = set()
-    for _, other in order:
-        suite, problem = suite_of(getattr(other, "module", None)), problem_of(other)
-        if suite is not None and problem is not None:
-            keys.add((suite.name, problem.node_id))
-    return order, keys
+    return order, {key for _, other in order if (key := item_key(other)) is not None}
+
+
+def item_key(item: pytest.Item) -> tuple[str, str] | None:
+    """(suite, node id): the engine-key prefix of an evaluation item's rollouts."""
+    suite, problem = suite_of(getattr(item, "module", None)), problem_of(item)
+    return None if suite is None or problem is None else (suite.name, problem.node_id)
 
 
 def _index_of(session: pytest.Session, item: pytest.Item) -> int:

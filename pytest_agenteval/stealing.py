@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .items import problem_of, suite_of, worker_interactor
+from .items import item_key, worker_interactor
 
 STEAL_LOCK = pytest.StashKey[threading.Lock]()
 
@@ -55,8 +55,6 @@ def install_worker_guard(config: pytest.Config, engine: Any) -> threading.Lock |
 
 
 def _item_prefix(item: pytest.Item) -> tuple[str, str]:
-    """The engine-key prefix of an item's rollouts: (suite, node id)."""
-    suite, problem = suite_of(getattr(item, "module", None)), problem_of(item)
-    if suite is None or problem is None:
-        return ("", item.nodeid)  # not an evaluation item: nothing of it runs ahead
-    return (suite.name, problem.node_id)
+    """The engine-key prefix of an item's rollouts; for an item that is not an
+    evaluation one, a key nothing in the engine has."""
+    return item_key(item) or ("", item.nodeid)
