@@ -382,25 +382,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """A worker now waits for its first items: the controller schedules once every worker
-    has collected. Import the HTTP client meanwhile (about 70 ms, most of it on the path
-    to the first request otherwise); with -n 0 nothing waits, so nothing is gained."""
-    runtime = session.config.stash.get(RUNTIME, None)
-    if runtime is None or not _is_worker(session.config) or not session.items:
-        return
-    # Safe beside the engine's own `import aiohttp`: the import system's per-module locks
-    # make the later one wait for this one (both import the top-level package).
-    if runtime.choice.kind == "openai" and "aiohttp" not in sys.modules:
-        import importlib
-        import threading
-
-        threading.Thread(
-            target=importlib.import_module, args=("aiohttp",), name="agenteval-preload", daemon=True
-        ).start()
-
-
 class Evaluation:
     """What the test body sees: the scored record of its N generations."""
 

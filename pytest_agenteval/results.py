@@ -38,7 +38,6 @@ _PACKAGES = (
     "datasets",
     "math-verify",
     "llama-cpp-python",
-    "aiohttp",
     "numpy",
 )
 

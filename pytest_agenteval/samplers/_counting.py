@@ -53,14 +53,11 @@ class EndpointCounter:
 
     async def _post(self, url: str, body: Mapping[str, Any]) -> tuple[int, Any]:
         session = self.sampler._ensure_session()
-        import aiohttp
-
         try:
-            timeout = aiohttp.ClientTimeout(total=30)
-            async with session.post(url, json=body, headers=self.sampler._headers(), timeout=timeout) as r:
-                raw = await r.read()
-                status = r.status
-        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+            async with await session.post(url, body, self.sampler._headers(), timeout=30) as response:
+                raw = await response.read()
+                status = response.status
+        except (asyncio.TimeoutError, OSError) as exc:  # HttpError is an OSError
             raise SamplerError(f"{url}: {type(exc).__name__} while counting tokens") from exc
         try:
             return status, json.loads(raw or b"null")

@@ -25,6 +25,7 @@ from ._base import (
 )
 from ._counting import EndpointCounter, ServerChatTokenizer
 from ._health import EndpointHealth
+from ._http import HttpClient, IdleTimeout
 from ._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from ._slots import PrioritySlots
 from ._stream import StreamError, StreamInterrupted, read_stream
@@ -90,7 +91,7 @@ class OpenAISampler:
         )
         self._slots: PrioritySlots | None = None
         self._in_flight = Counter[str]()
-        self._session: Any = None
+        self._session: HttpClient | None = None
         self._rng = random.Random(0)
         self._counts = Counter[str]()
         self.counter = EndpointCounter(self, tokenizer)
@@ -109,16 +110,9 @@ class OpenAISampler:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _ensure_session(self) -> Any:
+    def _ensure_session(self) -> HttpClient:
         if self._session is None:
-            import aiohttp
-
-            limit = self.concurrency * len(self.endpoints) + 4
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
-                timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
-                read_bufsize=2**20,  # streamed lines up to 2 MiB (one chunk can be a whole tool call)
-            )
+            self._session = HttpClient(max_idle=self.concurrency + 4)
             self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
         return self._session
 
@@ -311,39 +305,39 @@ class OpenAISampler:
         # token ids come back whole only without streaming
         return self.stream and endpoint not in self._no_stream and "return_token_ids" not in body
 
-    async def _post(self, session: Any, endpoint: str, body: dict[str, Any], route: str) -> dict[str, Any]:
-        import aiohttp
-
+    async def _post(
+        self, session: HttpClient, endpoint: str, body: dict[str, Any], route: str
+    ) -> dict[str, Any]:
         url = f"{endpoint}/{route}"
         streaming = self._streams(endpoint, body)
         if streaming:  # silence between chunks is the stall signal
             sent = {**body, "stream": True, "stream_options": {"include_usage": True}}
-            timeout = aiohttp.ClientTimeout(total=self.request_timeout_s, sock_read=self.idle_timeout_s)
+            timeout, idle = self.request_timeout_s, self.idle_timeout_s
             cause = "stall"
         else:  # no chunks to watch: a deadline from max_tokens and the endpoint's throughput
-            sent = body
+            sent, idle = body, None
             limit = self.health.deadline(endpoint, int(body.get("max_tokens") or 0), self.idle_timeout_s)
             deadline = limit is not None and limit < self.request_timeout_s
-            timeout = aiohttp.ClientTimeout(total=limit if deadline else self.request_timeout_s)
+            timeout = limit if deadline else self.request_timeout_s
             cause = "deadline" if deadline else "timeout"
         try:
-            async with session.post(url, json=sent, headers=self._headers(), timeout=timeout) as response:
+            async with await session.post(url, sent, self._headers(), timeout=timeout, idle=idle) as response:
                 status = response.status
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
                 events = response.content_type == "text/event-stream"
                 if status == 200 and events:
-                    return await read_stream(response.content)
+                    return await read_stream(response.lines())
                 raw = await response.read()
-        except aiohttp.SocketTimeoutError as exc:  # sock_read: nothing for idle_timeout_s
-            raise _Retryable("stall" if streaming else cause) from exc
+        except IdleTimeout as exc:  # nothing for idle_timeout_s
+            raise _Retryable("stall") from exc
         except asyncio.TimeoutError as exc:  # the whole request's time
             raise _Retryable("timeout" if streaming else cause) from exc
         except StreamInterrupted as exc:  # cut short by the server: it gets deadlines instead
             self._no_stream.add(endpoint)
             raise _Retryable("stream_interrupted") from exc
-        except (StreamError, ValueError) as exc:  # ValueError: a line past read_bufsize
+        except (StreamError, ValueError) as exc:  # ValueError: a line past MAX_LINE
             raise _Retryable("truncated") from exc
-        except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError) as exc:  # HttpError is one
             raise _Retryable("connection") from exc
         if streaming and status in (400, 422) and "stream" in _error_message(raw).lower():
             self._no_stream.add(endpoint)  # refuses SSE: from now on, deadlines instead
@@ -375,7 +369,7 @@ class OpenAISampler:
 
     async def aclose(self) -> None:
         if self._session is not None:
-            await self._session.close()
+            self._session.close()
             self._session = None
 
 

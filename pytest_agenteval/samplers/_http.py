@@ -1,0 +1,391 @@
+"""The HTTP/1.1 client of the OpenAI-protocol sampler: keep-alive connections, JSON
+POSTs, bodies framed by Content-Length, chunked or read to close, TLS, and the two
+timeouts a generation needs (the whole request; silence between bytes, the stall signal).
+
+Why not aiohttp here: importing its client costs about 90 ms of CPU (it loads the CA
+bundle into two SSL contexts at import, and its parser and helpers), and every worker
+paid it on the way to its first request. This module imports nothing asyncio has not;
+TLS loads its context on the first https request only. What it leaves out, because
+OpenAI-protocol servers do not need it: redirects, cookies, proxies (aiohttp ignores
+them too unless told), compression (it asks for none), HTTP/2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+MAX_HEAD = 64 * 1024  # a status line and headers; more is not an HTTP server
+MAX_LINE = 2 * 1024 * 1024  # a streamed line (one chunk can be a whole tool call)
+HIGH_WATER = 8 * 1024 * 1024  # unread bytes at which the socket stops being read
+USER_AGENT = "pytest-agenteval"
+
+
+class HttpError(OSError):
+    """The connection failed or ended before the response did, or the reply is not
+    HTTP/1.x; the request's outcome is unknown (an OSError, as a reset is)."""
+
+
+class IdleTimeout(Exception):
+    """Nothing arrived for the idle timeout while a response was awaited or read."""
+
+
+_tls_context: Any = None
+
+
+def _tls() -> Any:
+    global _tls_context
+    if _tls_context is None:
+        import ssl
+
+        _tls_context = ssl.create_default_context()
+    return _tls_context
+
+
+class _Connection(asyncio.Protocol):
+    """One socket: what arrived (unread), whether it ended, and one waiter."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int]) -> None:
+        self.loop = loop
+        self.key = key
+        self.transport: Any = None
+        self.buffer = bytearray()
+        self.ended = False  # EOF or closed: no byte will come
+        self.error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > HIGH_WATER and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.ended = True
+        self.error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    # the reader's side
+    @property
+    def reusable(self) -> bool:
+        return (
+            not self.ended
+            and not self.buffer
+            and self.transport is not None
+            and not self.transport.is_closing()
+        )
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()  # unread bytes or a request in flight: nothing to flush
+        self.ended = True
+
+    def take(self, n: int) -> bytes:
+        piece = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        if self._paused and len(self.buffer) < HIGH_WATER // 2:
+            self._paused = False
+            self.transport.resume_reading()
+        return piece
+
+    async def more(self, deadline: float, idle: float | None) -> bool:
+        """Wait for bytes past those buffered; False when the connection has ended.
+        Raises asyncio.TimeoutError at the deadline, IdleTimeout after `idle` silent
+        seconds, HttpError when the connection broke."""
+        if self.ended:
+            if self.error is not None:
+                raise HttpError(f"connection lost: {self.error}") from self.error
+            return False
+        left = deadline - self.loop.time()
+        if left <= 0:
+            raise asyncio.TimeoutError
+        stall = idle is not None and idle < left
+        waiter = self._waiter = self.loop.create_future()
+        timer = self.loop.call_later(idle if stall else left, self._expire, waiter, stall)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        if self.ended and self.error is not None:
+            raise HttpError(f"connection lost: {self.error}") from self.error
+        return not self.ended or bool(self.buffer)
+
+    @staticmethod
+    def _expire(waiter: asyncio.Future[None], stall: bool) -> None:
+        if not waiter.done():
+            waiter.set_exception(IdleTimeout() if stall else asyncio.TimeoutError())
+
+    async def line(self, deadline: float, idle: float | None, limit: int) -> bytes:
+        """Up to and without CRLF (or LF)."""
+        start = 0
+        while True:
+            end = self.buffer.find(b"\n", start)
+            if end >= 0:
+                return self.take(end + 1).rstrip(b"\r\n")
+            if len(self.buffer) > limit:
+                raise HttpError(f"a line of the response is over {limit} bytes")
+            start = len(self.buffer)
+            if not await self.more(deadline, idle):
+                raise HttpError("the server closed the connection mid-response")
+
+
+class Response:
+    """Status, headers (lower-case names) and a body read once: `read()` or `lines()`.
+    Use it as an async context manager; the connection goes back to the pool only when
+    the body was read to its end."""
+
+    def __init__(
+        self,
+        client: HttpClient,
+        conn: _Connection,
+        status: int,
+        headers: dict[str, str],
+        framing: tuple[str, int],
+        keep_alive: bool,
+        deadline: float,
+        idle: float | None,
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self._client = client
+        self._conn: _Connection | None = conn
+        self._framing = framing
+        self._keep_alive = keep_alive
+        self._deadline = deadline
+        self._idle = idle
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+    async def __aenter__(self) -> Response:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+    def release(self) -> None:
+        """Return the connection if the body was read whole and both ends keep it; else
+        close it."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._framing[0] == "done" and self._keep_alive and conn.reusable:
+            self._client._put(conn)
+        else:
+            conn.close()
+
+    async def read(self) -> bytes:
+        return b"".join([piece async for piece in self._pieces()])
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The body split after each LF (the LF kept, as aiohttp's StreamReader has it);
+        a line over MAX_LINE bytes is a ValueError."""
+        pending = bytearray()
+        async for piece in self._pieces():
+            pending += piece
+            start = 0
+            while (end := pending.find(b"\n", start)) >= 0:
+                yield bytes(pending[start : end + 1])
+                start = end + 1
+            del pending[:start]
+            if len(pending) > MAX_LINE:
+                raise ValueError(f"a streamed line is over {MAX_LINE} bytes")
+        if pending:
+            yield bytes(pending)
+
+    async def _pieces(self) -> AsyncIterator[bytes]:
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("the response body was already read")
+        kind, size = self._framing
+        deadline, idle = self._deadline, self._idle
+        if kind == "length":
+            left = size
+            while left:
+                if not conn.buffer and not await conn.more(deadline, idle):
+                    raise HttpError(
+                        f"the server closed the connection after {size - left} of {size} body bytes"
+                    )
+                piece = conn.take(min(left, len(conn.buffer)))
+                left -= len(piece)
+                yield piece
+        elif kind == "chunked":
+            while True:
+                header = await conn.line(deadline, idle, MAX_HEAD)
+                try:
+                    left = int(header.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise HttpError(f"a bad chunk size line: {header[:40]!r}") from None
+                if left == 0:
+                    while await conn.line(deadline, idle, MAX_HEAD):  # trailers, to the empty line
+                        pass
+                    break
+                while left:
+                    if not conn.buffer and not await conn.more(deadline, idle):
+                        raise HttpError("the server closed the connection mid-chunk")
+                    piece = conn.take(min(left, len(conn.buffer)))
+                    left -= len(piece)
+                    yield piece
+                while len(conn.buffer) < 2:
+                    if not await conn.more(deadline, idle):
+                        raise HttpError("the server closed the connection mid-chunk")
+                if conn.take(2) != b"\r\n":
+                    raise HttpError("a chunk is longer than its size line says")
+        elif kind == "close":  # no length: the body is what comes until the server closes
+            while conn.buffer or await conn.more(deadline, idle):
+                yield conn.take(len(conn.buffer))
+        self._framing = ("done", 0)
+
+
+class HttpClient:
+    """Connections kept alive per (scheme, host, port), for one event loop at a time."""
+
+    def __init__(self, max_idle: int = 64) -> None:
+        self.max_idle = max_idle
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _get(self, key: tuple[str, str, int]) -> _Connection | None:
+        pool = self._idle.get(key)
+        while pool:
+            conn = pool.pop()
+            if conn.reusable:
+                return conn
+            conn.close()
+        return None
+
+    def _put(self, conn: _Connection) -> None:
+        if conn.loop is not self._loop:
+            conn.close()
+            return
+        pool = self._idle.setdefault(conn.key, [])
+        if len(pool) < self.max_idle:
+            pool.append(conn)
+        else:
+            conn.close()
+
+    async def post(
+        self,
+        url: str,
+        payload: Mapping[str, Any],
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        idle: float | None = None,
+    ) -> Response:
+        """POST `payload` as JSON. The status and headers are awaited here; the body is
+        read from the Response within the same `timeout` (seconds from now), and with
+        `idle` set, silence of that many seconds anywhere is IdleTimeout."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a new loop: the old one's sockets are not usable here
+            self._idle.clear()
+            self._loop = loop
+        deadline = loop.time() + timeout
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https") or not parts.hostname:
+            raise HttpError(f"not an http(s) URL: {url}")
+        host = parts.hostname
+        port = parts.port or (443 if scheme == "https" else 80)
+        key = (scheme, host, port)
+        body = json.dumps(payload).encode()
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        authority = parts.netloc.rpartition("@")[2]
+        head = [
+            f"POST {target} HTTP/1.1",
+            f"Host: {authority}",
+            f"User-Agent: {USER_AGENT}",
+            "Accept: */*",
+            "Accept-Encoding: identity",
+            f"Content-Length: {len(body)}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        conn = self._get(key) or await self._connect(loop, key, deadline)
+        try:
+            conn.transport.write(message)
+            response = await self._head(conn, deadline, idle)
+        except BaseException:
+            conn.close()
+            raise
+        return response
+
+    async def _connect(
+        self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int], deadline: float
+    ) -> _Connection:
+        scheme, host, port = key
+        tls = _tls() if scheme == "https" else None
+        conn = _Connection(loop, key)
+        await asyncio.wait_for(
+            loop.create_connection(lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None),
+            max(0.0, deadline - loop.time()),
+        )
+        return conn
+
+    async def _head(self, conn: _Connection, deadline: float, idle: float | None) -> Response:
+        while True:  # 1xx answers (100 Continue) precede the real one
+            end = conn.buffer.find(b"\r\n\r\n")
+            while end < 0:
+                if len(conn.buffer) > MAX_HEAD:
+                    raise HttpError(f"the response's headers are over {MAX_HEAD} bytes")
+                if not await conn.more(deadline, idle):
+                    raise HttpError("the server closed the connection before answering")
+                end = conn.buffer.find(b"\r\n\r\n")
+            lines = conn.take(end + 4).decode("latin-1").split("\r\n")
+            version, _, rest = lines[0].partition(" ")
+            try:
+                status = int(rest[:3])
+            except ValueError:
+                status = 0
+            if not version.startswith("HTTP/1.") or not 100 <= status <= 599:
+                raise HttpError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+            if status >= 200:
+                break
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                name, value = name.strip().lower(), value.strip()
+                headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        connection = headers.get("connection", "").lower()
+        keep_alive = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
+        if status in (204, 304):
+            framing = ("done", 0)
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            framing = ("chunked", 0)
+        elif "content-length" in headers:
+            try:
+                size = int(headers["content-length"])
+            except ValueError:
+                raise HttpError(f"a bad Content-Length: {headers['content-length'][:40]!r}") from None
+            framing = ("length", size) if size else ("done", 0)
+        else:
+            framing, keep_alive = ("close", 0), False
+        return Response(self, conn, status, headers, framing, keep_alive, deadline, idle)
+
+    def close(self) -> None:
+        """Close the idle connections (those of a loop that has ended went with it)."""
+        for pool in self._idle.values():
+            for conn in pool:
+                if not conn.loop.is_closed():
+                    conn.close()
+        self._idle.clear()
