@@ -30,14 +30,28 @@ class FakeNode:
         self.shutting_down = True
 
 
-def scheduler(pytester: pytest.Pytester, items: int) -> tuple[PaidOnceStealing, FakeNode, FakeNode]:
+def ids(items: int) -> list[str]:
+    return [f"t{i}" for i in range(items)]
+
+
+def collect(sched: Any, node: FakeNode, collection: list[str]) -> None:
+    """A worker's collection, as xdist's session hands it over (`worker_collectionfinish`)."""
+    sched.add_node_collection(node, collection)
+    if sched.collection_is_completed:
+        sched.schedule()
+
+
+def scheduler(
+    pytester: pytest.Pytester, items: int, collected: int = 2
+) -> tuple[PaidOnceStealing, FakeNode, FakeNode]:
+    """Two workers a and b, up; the first `collected` of them have collected `items` items."""
     config = pytester.parseconfig("--tx", "2*popen")
     sched = PaidOnceStealing(config)
     a, b = FakeNode("a"), FakeNode("b")
     for node in (a, b):
         sched.add_node(node)  # type: ignore[arg-type]
-        sched.add_node_collection(node, [f"t{i}" for i in range(items)])  # type: ignore[arg-type]
-    sched.schedule()
+    for node in (a, b)[:collected]:
+        collect(sched, node, ids(items))
     return sched, a, b
 
 
