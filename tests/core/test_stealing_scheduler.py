@@ -1,9 +1,12 @@
 """The controller side of paid-once work stealing, driven event by event: a refused
 steal waits for the refusing worker's next finished item, and never deadlocks a worker
-that is on its last item (which finishes only once it is told there is no more)."""
+that is on its last item (which finishes only once it is told there is no more). A
+worker starts on its share as soon as it has collected, without waiting for the others
+(issue 14: start-up to the first request)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -85,3 +88,112 @@ def test_a_refusal_by_a_worker_on_its_last_item_shuts_the_idle_ones_down(pyteste
     # a can finish item 5 only when told there is nothing more: nobody may wait for it
     assert sched.steal_requested_from_node is None
     assert a.shutting_down and b.shutting_down
+
+
+@pytest.mark.parametrize(
+    ("items", "first", "then"),
+    [
+        (12, range(6), (range(6), range(6, 12))),  # pending // numnodes, the rest to b
+        (13, range(6), (range(6), range(6, 13))),
+        (3, range(1), (range(2), range(2, 3))),  # a, idle on its last item, shares the rest
+        (1, range(1), (range(1), range(0))),  # at least one item
+    ],
+)
+def test_the_first_collection_is_sent_its_share_and_the_next_one_the_rest(
+    pytester: pytest.Pytester, items: int, first: range, then: tuple[range, range]
+) -> None:
+    sched, a, b = scheduler(pytester, items, collected=1)
+    # b has not collected: sent nothing, and nobody shut down while b's share waits for it
+    assert (a.sent, b.sent) == (list(first), [])
+    assert not a.shutting_down and not b.shutting_down and not a.steals
+    collect(sched, b, ids(items))
+    assert (a.sent, b.sent) == tuple(map(list, then))
+
+
+def test_an_idle_worker_waits_for_the_share_of_one_still_collecting(pytester: pytest.Pytester) -> None:
+    sched, a, b = scheduler(pytester, 12, collected=1)
+    for index in range(5):  # a is on its last item, nothing to steal from anyone
+        finish(sched, a, index)
+    assert not a.shutting_down and not sched.tests_finished
+    collect(sched, b, ids(12))  # the rest, shared among the idle ones
+    assert (a.sent, b.sent) == ([*range(6), 6, 7, 8], [9, 10, 11])
+
+
+@pytest.mark.parametrize("a_ran", [0, 5], ids=["a-busy", "a-on-its-last-item"])
+def test_a_worker_gone_before_collecting_releases_its_share(pytester: pytest.Pytester, a_ran: int) -> None:
+    sched, a, b = scheduler(pytester, 12, collected=1)
+    for index in range(a_ran):
+        finish(sched, a, index)
+    assert sched.remove_node(b) is None  # type: ignore[arg-type]
+    for index in range(a_ran, 12):
+        finish(sched, a, index)
+    assert a.sent == list(range(12)) and b.sent == []
+    assert a.shutting_down and sched.tests_finished
+
+
+@pytest.mark.parametrize(
+    "theirs",
+    [ids(11), [*ids(12), "extra"], [*ids(12)[1:], "t0"]],
+    ids=["missing", "extra", "reordered"],
+)
+def test_a_differing_collection_is_reported_and_its_worker_shut_down(
+    pytester: pytest.Pytester, theirs: list[str]
+) -> None:
+    reports: list[pytest.CollectReport] = []
+
+    class Recorder:
+        def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+            reports.append(report)
+
+    sched, a, b = scheduler(pytester, 12, collected=1)
+    sched.config.pluginmanager.register(Recorder())
+    collect(sched, b, theirs)
+    (report,) = reports
+    assert report.failed and report.nodeid == "b"
+    assert str(report.longrepr).startswith("Different tests were collected between a and b.")
+    assert b.shutting_down and b.sent == [] and not a.shutting_down
+    for index in range(12):  # all of them on a, the run then ends
+        finish(sched, a, index)
+    assert a.sent == list(range(12)) and b.sent == []
+    assert a.shutting_down and sched.tests_finished
+
+
+def _none(sched: Any, a: FakeNode, b: FakeNode) -> None:
+    pass
+
+
+def _a_runs(*indices: int) -> Callable[[Any, FakeNode, FakeNode], None]:
+    def run(sched: Any, a: FakeNode, b: FakeNode) -> None:
+        for index in indices:
+            finish(sched, a, index)
+
+    return run
+
+
+def _b_gone(sched: Any, a: FakeNode, b: FakeNode) -> None:
+    sched.remove_node(b)
+
+
+@pytest.mark.parametrize(
+    ("items", "collected", "then", "finished"),
+    [
+        (12, 0, _none, False),  # nothing collected yet
+        (12, 1, _none, False),  # b's share waits for b
+        (12, 1, _a_runs(*range(5)), False),  # a is on its last item, b's share still waits
+        (12, 1, _b_gone, False),  # b's share goes to a
+        (1, 1, _none, True),  # the one item is on a, on its last
+        (0, 1, _none, True),
+        (12, 2, _none, False),
+    ],
+    ids=["none-collected", "b-collecting", "a-ran-its-share", "b-gone", "one-item", "no-items", "both"],
+)
+def test_tests_finished(
+    pytester: pytest.Pytester,
+    items: int,
+    collected: int,
+    then: Callable[[Any, FakeNode, FakeNode], None],
+    finished: bool,
+) -> None:
+    sched, a, b = scheduler(pytester, items, collected)
+    then(sched, a, b)
+    assert sched.tests_finished is finished
