@@ -2,16 +2,18 @@
 steal waits for the refusing worker's next finished item, and never deadlocks a worker
 that is on its last item (which finishes only once it is told there is no more). A
 worker starts on its share as soon as it has collected, without waiting for the others
-(issue 14: start-up to the first request)."""
+(issue 14: start-up to the first request); end to end under -n 2 at the bottom."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pytest_agenteval.steal_scheduler import PaidOnceStealing
+from tests.conftest import write_jsonl
 
 
 class FakeNode:
@@ -197,3 +199,79 @@ def test_tests_finished(
     sched, a, b = scheduler(pytester, items, collected)
     then(sched, a, b)
     assert sched.tests_finished is finished
+
+
+# -- end to end: plain test functions, which the scheduler runs as it runs evaluations --
+
+RECORDING = """
+import os, time
+from pathlib import Path
+
+import pytest
+
+LOG = Path(__file__).with_name("ran.log")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reports the collection to the controller
+def pytest_collection_finish(session):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+        time.sleep(1.5)
+        Path(__file__).with_name("gw1-collected").write_text(repr(time.time()))
+
+
+@pytest.fixture(autouse=True)
+def _record(request):
+    yield
+    line = f"{time.time()!r} {os.environ['PYTEST_XDIST_WORKER']} {request.node.nodeid}\\n"
+    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, line.encode())
+    os.close(fd)
+"""
+
+DIFFERING = """
+def pytest_collection_modifyitems(items):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
+        del items[-1]
+"""
+
+PLAIN = (
+    "import pytest, time\n@pytest.mark.parametrize('i', range(8))\ndef test_one(i):\n    time.sleep(0.05)\n"
+)
+NODEIDS = [f"test_plain.py::test_one[{i}]" for i in range(8)]
+
+
+def run_two_workers(
+    pytester: pytest.Pytester, conftest: str
+) -> tuple[pytest.RunResult, list[tuple[float, str, str]]]:
+    """Eight plain tests under -n 2 in an evaluation run (a replay model), so that xdist
+    schedules them with PaidOnceStealing; returns the result and the (time, worker,
+    node id) of every test run."""
+    pytester.makeconftest(conftest)
+    pytester.makepyfile(test_plain=PLAIN)
+    replay = write_jsonl(pytester.path / "replay.jsonl", [{"problem_id": 0, "sample_index": 0, "text": "x"}])
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "-v", f"--model-path=replay:{replay}"
+    )
+    result.stdout.fnmatch_lines(["*scheduling tests via PaidOnceStealing*"])
+    lines = (pytester.path / "ran.log").read_text().splitlines()
+    ran = [(float(t), worker, nodeid) for t, worker, nodeid in (line.split(" ", 2) for line in lines)]
+    return result, ran
+
+
+def test_a_worker_starts_before_a_slow_one_has_collected(pytester: pytest.Pytester) -> None:
+    result, ran = run_two_workers(pytester, RECORDING)
+    assert result.ret == 0
+    assert Counter(nodeid for _, _, nodeid in ran) == Counter(NODEIDS)
+    gw1_collected = float((pytester.path / "gw1-collected").read_text())
+    assert min(t for t, worker, _ in ran if worker == "gw0") < gw1_collected
+
+
+def test_a_worker_that_collects_differently_is_reported_and_sent_nothing(pytester: pytest.Pytester) -> None:
+    result, ran = run_two_workers(pytester, RECORDING + DIFFERING)  # gw1, slow, collects 7
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=8, errors=1)
+    result.stdout.fnmatch_lines(
+        ["Different tests were collected between gw0 and gw1. *", "--- gw0", "", "+++ gw1"]
+    )
+    assert result.stdout.str().count("+++ gw1") == 1  # the diff, once
+    assert sorted((worker, nodeid) for _, worker, nodeid in ran) == [("gw0", n) for n in sorted(NODEIDS)]
