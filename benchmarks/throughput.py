@@ -85,6 +85,7 @@ def measure(url: str, command: list[str]) -> dict[str, float]:
         **result,
         "in_flight": stats["mean_in_flight"],
         "requests": stats["total_requests"],
+        "connections": stats["connections"],
         "startup": stats["first_arrival"] - result["launched"],
         "tail": result["exited"] - stats["last_response"],
     }
@@ -94,7 +95,7 @@ def row(name: str, result: dict, ideal: float, bare: float | None) -> str:
     versus = f"{result['wall'] / bare:6.2f}" if bare else "     -"
     return (
         f"{name:<26}{result['wall']:8.2f}{ideal:7.1f}{result['wall'] / ideal:7.2f}{versus}"
-        f"{result['in_flight']:9.1f}{result['requests']:6d}{result['startup']:8.2f}{result['tail']:6.2f}"
+        f"{result['in_flight']:9.1f}{result['requests']:6d}{result['connections']:6d}{result['startup']:8.2f}{result['tail']:6.2f}"
         f"{result['cpu']:8.2f}{result['rss_mb']:8.0f}"
         f"{'' if result['rc'] in (0, 1) else '  rc=' + str(result['rc'])}"
     )
@@ -109,7 +110,7 @@ def throughput(args: argparse.Namespace, data: Path, concurrency: int) -> None:
         f"no n (one sample per request)"
     )
     print(
-        f"{'run':<26}{'wall s':>8}{'ideal':>7}{'/ideal':>7}{'/bare':>6}{'inflight':>9}{'reqs':>6}"
+        f"{'run':<26}{'wall s':>8}{'ideal':>7}{'/ideal':>7}{'/bare':>6}{'inflight':>9}{'reqs':>6}{'conns':>6}"
         f"{'start s':>8}{'tail':>6}{'cpu s':>8}{'rss MB':>8}"
     )
     process, url = start_server_process("--latency-ms", str(args.latency_ms), "--no-n")

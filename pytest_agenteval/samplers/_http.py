@@ -171,6 +171,7 @@ class Response:
         self._keep_alive = keep_alive
         self._deadline = deadline
         self._idle = idle
+        self._body: AsyncIterator[bytes] | None = None  # one reader of the body, resumable
 
     @property
     def content_type(self) -> str:
@@ -193,8 +194,30 @@ class Response:
         else:
             conn.close()
 
+    def _pieces(self) -> AsyncIterator[bytes]:
+        if self._body is None:
+            self._body = self._read_body()
+        return self._body
+
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self._pieces()])
+
+    async def drain(self, limit: int = 64 * 1024, wait_s: float = 1.0) -> None:
+        """Read what is left of a body its reader stopped short of (a stream read to its
+        `data: [DONE]` line: the chunked body's end comes after it), so that the connection
+        is kept. A rest over `limit` bytes, or not there within `wait_s`, is left: the
+        connection is closed instead."""
+        if self._conn is None or self._framing[0] == "done":
+            return
+        self._idle, self._deadline = None, min(self._deadline, self._conn.loop.time() + wait_s)
+        seen = 0
+        try:
+            async for piece in self._pieces():
+                seen += len(piece)
+                if seen > limit:
+                    return
+        except (OSError, IdleTimeout, asyncio.TimeoutError):
+            return
 
     async def lines(self) -> AsyncIterator[bytes]:
         """The body split after each LF (the LF kept, as aiohttp's StreamReader has it);
@@ -212,16 +235,15 @@ class Response:
         if pending:
             yield bytes(pending)
 
-    async def _pieces(self) -> AsyncIterator[bytes]:
+    async def _read_body(self) -> AsyncIterator[bytes]:
         conn = self._conn
         if conn is None:
-            raise RuntimeError("the response body was already read")
+            raise RuntimeError("the response was released")
         kind, size = self._framing
-        deadline, idle = self._deadline, self._idle
         if kind == "length":
             left = size
             while left:
-                if not conn.buffer and not await conn.more(deadline, idle):
+                if not conn.buffer and not await conn.more(self._deadline, self._idle):
                     raise HttpError(
                         f"the server closed the connection after {size - left} of {size} body bytes"
                     )
@@ -230,28 +252,30 @@ class Response:
                 yield piece
         elif kind == "chunked":
             while True:
-                header = await conn.line(deadline, idle, MAX_HEAD)
+                header = await conn.line(self._deadline, self._idle, MAX_HEAD)
                 try:
                     left = int(header.split(b";", 1)[0].strip(), 16)
                 except ValueError:
                     raise HttpError(f"a bad chunk size line: {header[:40]!r}") from None
                 if left == 0:
-                    while await conn.line(deadline, idle, MAX_HEAD):  # trailers, to the empty line
+                    while await conn.line(
+                        self._deadline, self._idle, MAX_HEAD
+                    ):  # trailers, to the empty line
                         pass
                     break
                 while left:
-                    if not conn.buffer and not await conn.more(deadline, idle):
+                    if not conn.buffer and not await conn.more(self._deadline, self._idle):
                         raise HttpError("the server closed the connection mid-chunk")
                     piece = conn.take(min(left, len(conn.buffer)))
                     left -= len(piece)
                     yield piece
                 while len(conn.buffer) < 2:
-                    if not await conn.more(deadline, idle):
+                    if not await conn.more(self._deadline, self._idle):
                         raise HttpError("the server closed the connection mid-chunk")
                 if conn.take(2) != b"\r\n":
                     raise HttpError("a chunk is longer than its size line says")
         elif kind == "close":  # no length: the body is what comes until the server closes
-            while conn.buffer or await conn.more(deadline, idle):
+            while conn.buffer or await conn.more(self._deadline, self._idle):
                 yield conn.take(len(conn.buffer))
         self._framing = ("done", 0)
 

@@ -326,7 +326,9 @@ class OpenAISampler:
                 retry_after = parse_retry_after(response.headers.get("retry-after"))
                 events = response.content_type == "text/event-stream"
                 if status == 200 and events:
-                    return await read_stream(response.lines())
+                    data = await read_stream(response.lines())
+                    await response.drain()  # the body's end after [DONE]: keep the connection
+                    return data
                 raw = await response.read()
         except IdleTimeout as exc:  # nothing for idle_timeout_s
             raise _Retryable("stall") from exc

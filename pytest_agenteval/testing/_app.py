@@ -56,6 +56,7 @@ class _Attempt:
     prompt: str = ""
     body: dict[str, Any] | None = None  # the whole request, kept with ServerConfig.log_bodies
     finished: bool = False
+    client: str = ""  # the client's address and port: one per connection it used
 
     def entry(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class _Attempt:
             "n": self.n,
             "attempt": self.attempt,
             "endpoint": self.endpoint,
+            "client": self.client,
             "model": self.model,
             "prompt": self.prompt,
             **({"body": self.body} if self.body is not None else {}),
@@ -154,6 +156,7 @@ class ServerCore:
             "outcomes": outcome_counts(entries),
             "unique_keys": len({e["key"] for e in entries}),
             "choices_served": sum(e["n"] for e in entries if e["outcome"] == "ok"),
+            "connections": len({e["client"] for e in entries}),
             **self.tracker.snapshot(),
         }
 
@@ -190,7 +193,9 @@ class ServerCore:
         return await self._generation(request, "completions")
 
     async def _generation(self, request: web.Request, endpoint: str) -> web.StreamResponse:
-        rec = _Attempt(endpoint=endpoint, t=time.time(), start=time.monotonic())
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        client = ":".join(map(str, peer[:2])) if peer else ""
+        rec = _Attempt(endpoint=endpoint, t=time.time(), start=time.monotonic(), client=client)
         task = asyncio.current_task()
         assert task is not None
         self._active[task] = rec

@@ -164,6 +164,51 @@ async def test_lines_split_across_chunk_boundaries_keep_their_newline() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_stream_read_to_its_done_line_keeps_its_connection() -> None:
+    """The sampler stops reading at `data: [DONE]`; the chunked body's end comes after it
+    (here in a later packet), and drain() reads it so the connection is reused."""
+
+    async def reply(reader, writer, request) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        writer.write(b"d\r\ndata: [DONE]\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"0\r\n\r\n")
+        return True
+
+    async with Scripted(reply) as server:
+        client = HttpClient()
+        for _ in range(3):
+            async with await client.post(server.url, {}, {}, timeout=5, idle=2) as r:
+                async for line in r.lines():
+                    if line.startswith(b"data: [DONE]"):
+                        break
+                await r.drain()
+        client.close()
+    assert (server.connections, len(server.requests)) == (1, 3)
+
+
+@pytest.mark.asyncio
+async def test_drain_gives_up_on_a_body_that_does_not_end() -> None:
+    async def reply(reader, writer, request) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        await writer.drain()
+        await asyncio.sleep(5)
+        return False
+
+    async with Scripted(reply) as server:
+        client = HttpClient()
+        started = time.monotonic()
+        async with await client.post(server.url, {}, {}, timeout=30, idle=20) as r:
+            await r.drain(wait_s=0.2)
+        elapsed = time.monotonic() - started
+        client.close()
+    assert elapsed < 2.0
+
+
+@pytest.mark.asyncio
 async def test_a_line_over_the_limit_is_a_value_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_http, "MAX_LINE", 1000)
     async with Scripted(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n" + b"x" * 3000)) as server:

@@ -128,3 +128,17 @@ async def test_concurrency_caps_requests_in_flight_per_endpoint() -> None:
         stats = first.stats(), second.stats()
     assert [s["max_in_flight"] for s in stats] == [3, 3]
     assert [s["total_requests"] for s in stats] == [12, 12]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not streamed"])
+async def test_requests_one_after_another_share_one_connection(stream: bool) -> None:
+    """Keep-alive: a streamed reply read to its [DONE] line leaves the connection usable,
+    as a whole body does; 24 sequential requests are 24 on one socket, not 24 sockets."""
+    with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
+        backend = sampler(server, stream=stream, concurrency=1)
+        for seed in range(24):
+            await backend.complete(MESSAGES, SamplingParams(0.6, 0.9, -1, 64, seed))
+        await backend.aclose()
+        stats = server.stats()
+    assert (stats["total_requests"], stats["connections"]) == (24, 1)
