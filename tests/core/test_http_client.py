@@ -142,19 +142,26 @@ async def test_headers_are_lower_case_and_repeated_ones_joined() -> None:
         client.close()
 
 
-@pytest.mark.asyncio
-async def test_lines_split_across_chunk_boundaries_keep_their_newline() -> None:
+def _sse(pieces: tuple[bytes, ...], pause_s: float) -> Reply:
+    """A chunked event stream, a chunk a piece with `pause_s` after each, then its end."""
+
     async def reply(reader, writer, request) -> bool:
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
-        for piece in (b'data: {"a"', b": 1}\n\nda", b"ta: [DONE]\n", b"tail"):
+        for piece in pieces:
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             await writer.drain()
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(pause_s)
         writer.write(b"0\r\n\r\n")
         return True
 
+    return reply
+
+
+@pytest.mark.asyncio
+async def test_lines_split_across_chunk_boundaries_keep_their_newline() -> None:
+    reply = _sse((b'data: {"a"', b": 1}\n\nda", b"ta: [DONE]\n", b"tail"), pause_s=0.01)
     async with Scripted(reply) as server:
         client = HttpClient()
         async with await client.post(server.url, {}, {}, timeout=5, idle=2) as r:
@@ -167,17 +174,7 @@ async def test_lines_split_across_chunk_boundaries_keep_their_newline() -> None:
 async def test_a_stream_read_to_its_done_line_keeps_its_connection() -> None:
     """The sampler stops reading at `data: [DONE]`; the chunked body's end comes after it
     (here in a later packet), and drain() reads it so the connection is reused."""
-
-    async def reply(reader, writer, request) -> bool:
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-        )
-        writer.write(b"d\r\ndata: [DONE]\n\r\n")
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(b"0\r\n\r\n")
-        return True
-
+    reply = _sse((b"data: [DONE]\n",), pause_s=0.05)
     async with Scripted(reply) as server:
         client = HttpClient()
         for _ in range(3):
@@ -293,6 +290,20 @@ def _stall_after(head: bytes, seconds: float) -> Reply:
     return reply
 
 
+def _trickle(count: int, every_s: float, length: int) -> Reply:
+    """A body of `length` bytes declared, `count` of them sent one every `every_s`."""
+
+    async def reply(reader, writer, request) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % length)
+        for _ in range(count):
+            await asyncio.sleep(every_s)
+            writer.write(b"x")
+            await writer.drain()
+        return count == length
+
+    return reply
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     "head",
@@ -310,15 +321,7 @@ async def test_silence_past_the_idle_timeout_is_a_stall_and_honest_traffic_is_no
         client.close()
     assert 0.3 <= elapsed < 2.0
 
-    async def trickle(reader, writer, request) -> bool:  # a byte every 0.1 s for 1 s: alive
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
-        for _ in range(10):
-            await asyncio.sleep(0.1)
-            writer.write(b"x")
-            await writer.drain()
-        return True
-
-    async with Scripted(trickle) as server:
+    async with Scripted(_trickle(10, every_s=0.1, length=10)) as server:  # a byte every 0.1 s: alive
         client = HttpClient()
         async with await client.post(server.url, {}, {}, timeout=30, idle=0.3) as r:
             assert await r.read() == b"x" * 10
@@ -327,15 +330,7 @@ async def test_silence_past_the_idle_timeout_is_a_stall_and_honest_traffic_is_no
 
 @pytest.mark.asyncio
 async def test_the_whole_request_has_one_deadline_even_while_bytes_keep_coming() -> None:
-    async def endless(reader, writer, request) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            writer.write(b"x")
-            await writer.drain()
-        return False
-
-    async with Scripted(endless) as server:
+    async with Scripted(_trickle(100, every_s=0.05, length=1000)) as server:
         client = HttpClient()
         started = time.monotonic()
         with pytest.raises(asyncio.TimeoutError):
