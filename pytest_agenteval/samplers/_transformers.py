@@ -307,7 +307,7 @@ class TransformersSampler:
             top_p=None,
             top_k=None,
         )
-        stopping = StoppingCriteriaList([_RowStop(self, rows, len(prompt))])
+        row_stop = _RowStop(self, rows, len(prompt))
         start = time.perf_counter()
         with torch.no_grad():
             sequences = model.generate(
@@ -315,11 +315,16 @@ class TransformersSampler:
                 attention_mask=torch.ones((len(rows), len(prompt)), dtype=torch.long),
                 generation_config=config,
                 logits_processor=LogitsProcessorList([_RowSampler(rows)]),
-                stopping_criteria=stopping,
+                stopping_criteria=StoppingCriteriaList([row_stop]),
             )
         elapsed = time.perf_counter() - start
         completions = [
-            self._completion(sequences[row, len(prompt) :].tolist(), params, len(prompt), elapsed)
+            self._completion(
+                sequences[row, len(prompt) :][: row_stop.ended.get(row)].tolist(),
+                params,
+                len(prompt),
+                elapsed,
+            )
             for row, params in enumerate(rows)
         ]
         self._batches += 1
@@ -433,12 +438,15 @@ class TransformersSampler:
 
 class _RowStop:
     """Per-row stopping: a row is done at its own max_tokens or at a stop string; every
-    row stops once the sampler closes."""
+    row stops once the sampler closes. `ended` is each such row's length when it ended:
+    generate() goes on for the others and fills a done row with pad ids (the end-of-turn
+    id), which are not the row's tokens."""
 
     def __init__(self, sampler: TransformersSampler, rows: Sequence[SamplingParams], prompt_len: int) -> None:
         self.sampler = sampler
         self.rows = list(rows)
         self.prompt_len = prompt_len
+        self.ended: dict[int, int] = {}
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
@@ -450,6 +458,8 @@ class _RowStop:
             if params.stop and not stop:
                 text = self.sampler.chat_tokenizer().decode(input_ids[row, self.prompt_len :].tolist())
                 stop = any(s in text for s in params.stop)
+            if stop:
+                self.ended.setdefault(row, generated)
             done.append(stop or self.sampler._cancel.is_set())
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 

@@ -164,3 +164,28 @@ def test_generation_config_defaults_of_the_checkpoint_are_not_applied(
     assert _sample(other, prompt, [21, 22], 2) == _sample(hf, prompt, [21, 22], 2)
     plain_greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
     assert asyncio.run(other.complete_tokens(prompt, GREEDY)).token_ids == plain_greedy
+
+
+def test_a_row_cut_at_a_stop_string_is_the_same_in_a_batch_as_alone(hf: TransformersSampler) -> None:
+    """generate() runs on for the rows still going and pads a finished one with the
+    end-of-turn id: those pads are not the row's tokens (they were counted, and a
+    token-in/token-out continuation carried a phantom end of turn)."""
+    prompt = hf.chat_tokenizer().render(OPEN, None, True)
+    rows = [SamplingParams(1.0, 1.0, -1, 48, seed, stop=(" ",)) for seed in (3, 11)]
+
+    async def batch() -> list[Any]:
+        return await asyncio.gather(*(hf.complete_tokens(prompt, p) for p in rows))
+
+    hf.batch_rows = 2
+    together = asyncio.run(batch())
+    hf.batch_rows = 1
+    alone = [asyncio.run(hf.complete_tokens(prompt, p)) for p in rows]
+    hf.batch_rows = 4
+    assert len({len(c.token_ids) for c in together}) == 2  # one row ended before the other
+    for joint, single in zip(together, alone, strict=True):
+        assert (joint.token_ids, joint.completion_tokens, joint.text) == (
+            single.token_ids,
+            single.completion_tokens,
+            single.text,
+        )
+        assert joint.finish_reason == "stop" and joint.completion_tokens == len(joint.token_ids)
