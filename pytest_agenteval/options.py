@@ -582,6 +582,26 @@ def build_settings(config: pytest.Config) -> Settings:
     return settings
 
 
+def check_endpoint_url(flag: str, url: str) -> None:
+    """An endpoint is an http(s) URL with a host and without credentials in it (they
+    would be recorded with the results, as every endpoint URL is)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a bad port raises here)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        shown = "(not shown: it has credentials)" if "@" in url else url
+        raise pytest.UsageError(f"{flag} {shown} is not an http(s) URL; e.g. http://localhost:8000/v1")
+    if parts.username is not None:
+        raise pytest.UsageError(
+            f"{flag}: credentials in the URL are not supported (every endpoint URL is recorded with "
+            "the results); put the key in the environment variable named by --api-key-env"
+        )
+
+
 def validate(settings: Settings) -> None:
     """Range and consistency checks: one line naming the option and the fix."""
     positive = (
@@ -617,6 +637,9 @@ def validate(settings: Settings) -> None:
         raise pytest.UsageError("--sandbox-timeout and --request-timeout must be > 0")
     if settings.idle_timeout <= 0:
         raise pytest.UsageError(f"--idle-timeout must be > 0 seconds, got {settings.idle_timeout:g}")
+    for flag, urls in (("--endpoint", settings.endpoints), ("--judge-endpoint", settings.judge_endpoints)):
+        for url in urls:
+            check_endpoint_url(flag, url)
     if settings.endpoints and settings.model_path:
         raise pytest.UsageError(
             "--endpoint and --model-path conflict: evaluate one model per run "

@@ -34,12 +34,6 @@ from .serving.choice import WORKERINPUT_KEY, served_choice
 from .stealing import STEAL_LOCK
 from .suite import DataError, Suite
 
-# What a pytest process has imported by now (pytest, the standard library, this plugin)
-# lives as long as the process: out of the collector's full passes, which would walk it
-# again each time the heap grows (during the imports and collection still to come, and
-# the run). About 25 ms of start-up per process; objects freed by their count go as ever.
-gc.freeze()
-
 RUNTIME = pytest.StashKey[Runtime]()
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
 PREFETCH_ITEMS_MIN = 2
@@ -198,6 +192,13 @@ def pytest_configure(config: pytest.Config) -> None:
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
+    if evaluating or (_is_worker(config) and "agenteval_model_name" in config.workerinput):  # type: ignore[attr-defined]
+        # What this process has by now (pytest, its plugins, the libraries) lives as long as
+        # the run: out of the collector's full passes, which would walk it again each time
+        # the heap grows (scoring makes many objects). Only in an evaluation run: frozen
+        # objects are hidden from gc.get_objects() and gc.get_referrers().
+        gc.freeze()
+        config.add_cleanup(gc.unfreeze)
     if _is_worker(config):
         from .stealing import install_worker_guard
 

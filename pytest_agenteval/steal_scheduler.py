@@ -23,7 +23,8 @@ class PaidOnceStealing(WorkStealingScheduling):
     awaited gets the rest by stock distribution. Until then the rest is kept for them: a
     worker down to its last item waits rather than being shut down, and a worker that
     goes before collecting releases its share to the others. One that has not collected
-    is sent nothing and is shut down only when the run ends.
+    is sent nothing, and the run does not end before every worker has collected or gone,
+    so that every collection is compared.
 
     A later worker whose collection differs from the first one's is reported (a failed
     collect report, as xdist does), sent nothing and shut down; its items run on the
@@ -46,6 +47,13 @@ class PaidOnceStealing(WorkStealingScheduling):
         """True from the first collection on: xdist's session calls `schedule` once this
         holds, and again at each later collection."""
         return bool(self.node2collection)
+
+    @property
+    def tests_finished(self) -> bool:
+        """Not while a worker is still collecting: its collection is compared first (when
+        the first one's items ran out before, xdist's session would end the run and never
+        look at it, and a differing collection would go unreported)."""
+        return not self._awaited and super().tests_finished
 
     def add_node(self, node: Any) -> None:
         self._collecting.append(node)

@@ -7,7 +7,8 @@ bundle into two SSL contexts at import, and its parser and helpers), and every w
 paid it on the way to its first request. This module imports nothing asyncio has not;
 TLS loads its context on the first https request only. What it leaves out, because
 OpenAI-protocol servers do not need it: redirects, cookies, proxies (aiohttp ignores
-them too unless told), compression (it asks for none), HTTP/2."""
+them too unless told), credentials in the URL (refused at start-up: they would be
+recorded with the results), compression (it asks for none), HTTP/2."""
 
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 MAX_HEAD = 64 * 1024  # a status line and headers; more is not an HTTP server
 MAX_LINE = 2 * 1024 * 1024  # a streamed line (one chunk can be a whole tool call)
 HIGH_WATER = 8 * 1024 * 1024  # unread bytes at which the socket stops being read
+# A pooled connection idle longer is closed, not reused (aiohttp's keepalive_timeout): a
+# NAT or load balancer may have forgotten the flow without a FIN, and a request sent into
+# it would wait out the idle timeout as a stall.
+KEEPALIVE_S = 15.0
+HEX = frozenset(b"0123456789abcdefABCDEF")
 USER_AGENT = "pytest-agenteval"
 
 
@@ -56,6 +62,7 @@ class _Connection(asyncio.Protocol):
         self.error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        self.idle_since = 0.0  # when it went back to the pool
 
     # asyncio.Protocol
     def connection_made(self, transport: Any) -> None:
@@ -207,7 +214,7 @@ class Response:
         `data: [DONE]` line: the chunked body's end comes after it), so that the connection
         is kept. A rest over `limit` bytes, or not there within `wait_s`, is left: the
         connection is closed instead."""
-        if self._conn is None or self._framing[0] == "done":
+        if self._conn is None or self._framing[0] in ("done", "close"):  # "close": never kept
             return
         self._idle, self._deadline = None, min(self._deadline, self._conn.loop.time() + wait_s)
         seen = 0
@@ -253,10 +260,10 @@ class Response:
         elif kind == "chunked":
             while True:
                 header = await conn.line(self._deadline, self._idle, MAX_HEAD)
-                try:
-                    left = int(header.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    raise HttpError(f"a bad chunk size line: {header[:40]!r}") from None
+                digits = header.split(b";", 1)[0].strip()
+                if not digits or not HEX.issuperset(digits):  # int() would take a sign
+                    raise HttpError(f"a bad chunk size line: {header[:40]!r}")
+                left = int(digits, 16)
                 if left == 0:
                     while await conn.line(
                         self._deadline, self._idle, MAX_HEAD
@@ -292,7 +299,7 @@ class HttpClient:
         pool = self._idle.get(key)
         while pool:
             conn = pool.pop()
-            if conn.reusable:
+            if conn.reusable and conn.loop.time() - conn.idle_since <= KEEPALIVE_S:
                 return conn
             conn.close()
         return None
@@ -303,6 +310,7 @@ class HttpClient:
             return
         pool = self._idle.setdefault(conn.key, [])
         if len(pool) < self.max_idle:
+            conn.idle_since = conn.loop.time()
             pool.append(conn)
         else:
             conn.close()
@@ -333,6 +341,8 @@ class HttpClient:
         key = (scheme, host, port)
         body = json.dumps(payload).encode()
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if not target.isascii():  # a request line is ASCII: percent-encode, as a browser does
+            target = quote(target, safe="/%?=&:@!$'()*+,;~")
         authority = parts.netloc.rpartition("@")[2]
         head = [
             f"POST {target} HTTP/1.1",
@@ -343,7 +353,7 @@ class HttpClient:
             f"Content-Length: {len(body)}",
             *(f"{name}: {value}" for name, value in headers.items()),
         ]
-        message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        message = ("\r\n".join(head) + "\r\n\r\n").encode() + body  # UTF-8 header values, if any
         conn = self._get(key) or await self._connect(loop, key, deadline)
         try:
             conn.transport.write(message)
@@ -359,10 +369,17 @@ class HttpClient:
         scheme, host, port = key
         tls = _tls() if scheme == "https" else None
         conn = _Connection(loop, key)
-        await asyncio.wait_for(
-            loop.create_connection(lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None),
-            max(0.0, deadline - loop.time()),
+        connect = loop.create_connection(
+            lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None
         )
+        try:
+            await asyncio.wait_for(connect, max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError as exc:
+            if getattr(exc, "errno", None) is None:  # our deadline (wait_for's own)
+                raise
+            raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc  # the kernel's ETIMEDOUT
+        except OSError as exc:  # refused, unreachable, DNS, TLS (a certificate error is a ValueError too)
+            raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
         return conn
 
     async def _head(self, conn: _Connection, deadline: float, idle: float | None) -> Response:
@@ -397,10 +414,10 @@ class HttpClient:
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             framing = ("chunked", 0)
         elif "content-length" in headers:
-            try:
-                size = int(headers["content-length"])
-            except ValueError:
-                raise HttpError(f"a bad Content-Length: {headers['content-length'][:40]!r}") from None
+            length = headers["content-length"]
+            if not length.isascii() or not length.isdigit():  # int() would take "-5", "1_0"
+                raise HttpError(f"a bad Content-Length: {length[:40]!r}")
+            size = int(length)
             framing = ("length", size) if size else ("done", 0)
         else:
             framing, keep_alive = ("close", 0), False

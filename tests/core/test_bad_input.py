@@ -88,6 +88,16 @@ def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
         (("--val-n=abc",), "--val-n: 'abc' is not a valid int"),
         (("--endpoint=http://127.0.0.1:1/v1", "--model-path=x.gguf"), "--endpoint and --model-path conflict"),
         (("--mode=chat",), "invalid choice: 'chat'"),
+        (("--endpoint=localhost:8000/v1",), "--endpoint localhost:8000/v1 is not an http(s) URL"),
+        (("--endpoint=http://127.0.0.1:x/v1",), "--endpoint http://127.0.0.1:x/v1 is not an http(s) URL"),
+        (  # the password is not echoed, and never reaches the results
+            ("--endpoint=http://me:s3cret@127.0.0.1:1/v1",),
+            "--endpoint: credentials in the URL are not supported",
+        ),
+        (
+            ("--judge-endpoint=ftp://127.0.0.1/v1",),
+            "--judge-endpoint ftp://127.0.0.1/v1 is not an http(s) URL",
+        ),
     ],
 )
 def test_bad_options_are_usage_errors(
@@ -96,6 +106,7 @@ def test_bad_options_are_usage_errors(
     result = _run(aime_suite, f"--dataset-path={tiny_aime}", *args)
     _assert_one_line(result, message)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "s3cret" not in result.stdout.str() + result.stderr.str()
 
 
 def test_unreachable_endpoint(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:

@@ -43,3 +43,25 @@ def test_xdist_scheduling_is_untouched_outside_evaluations(pytester: pytest.Pyte
     )
     result = pytester.runpytest_subprocess("-n", "2", "-v")
     result.stdout.fnmatch_lines(["*scheduling tests via LoadScheduling*"])
+
+
+GC_INTROSPECTION = """
+import gc
+import json
+
+
+def test_the_module_dict_refers_to_its_function():
+    assert any(r is vars(json) for r in gc.get_referrers(json.dumps))
+
+
+def test_the_plugin_manager_is_a_tracked_object(request):
+    assert any(o is request.config.pluginmanager for o in gc.get_objects())
+"""
+
+
+def test_gc_introspection_is_untouched_outside_evaluations(pytester: pytest.Pytester) -> None:
+    """An evaluation run freezes what it has imported (gc.freeze: out of the collector's
+    passes, and out of gc.get_objects() and gc.get_referrers()); any other run must not."""
+    pytester.makepyfile(test_users=GC_INTROSPECTION)
+    pytester.runpytest_subprocess().assert_outcomes(passed=2)
+    pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)

@@ -5,6 +5,7 @@ broken replies, TLS, and a body larger than its read-ahead limit."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from pytest_agenteval.samplers import _http
 from pytest_agenteval.samplers._http import HttpClient, HttpError, IdleTimeout
+from pytest_agenteval.samplers._openai import OpenAISampler, _Retryable
 
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter, dict], Awaitable[bool]]
 
@@ -129,6 +131,18 @@ async def test_the_request_is_json_with_its_length_host_and_headers() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_path_beyond_ascii_is_percent_encoded() -> None:
+    async with Scripted(raw(b"HTTP/1.1 204 No Content\r\n\r\n")) as server:
+        client = HttpClient()
+        url = server.url.replace("/v1/chat/completions", "/modèle/v1/chat/completions?q=é")
+        async with await client.post(url, {}, {"X-Note": "naïve"}, timeout=5) as r:
+            assert r.status == 204
+        client.close()
+    (request,) = server.requests
+    assert request["line"] == "POST /mod%C3%A8le/v1/chat/completions?q=%C3%A9 HTTP/1.1"
+
+
+@pytest.mark.asyncio
 async def test_headers_are_lower_case_and_repeated_ones_joined() -> None:
     response = (
         b"HTTP/1.1 429 Too Many\r\nRetry-After: 2\r\nX-A: 1\r\nx-a: 2\r\n"
@@ -236,6 +250,14 @@ BROKEN = [
     ("not HTTP", b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "not an HTTP/1.x response"),
     ("bad status", b"HTTP/1.1 abc OK\r\n\r\n", "not an HTTP/1.x response"),
     ("bad Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", "bad Content-Length"),
+    # int() takes a sign: a negative length used to be read in a busy loop, forever
+    ("negative Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nhello", "bad Content-Length"),
+    ("Content-Length 1_0", b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\n" + OK_JSON, "bad Content-Length"),
+    (
+        "negative chunk size",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello world\r\n0\r\n\r\n",
+        "bad chunk size",
+    ),
 ]
 
 
@@ -435,8 +457,9 @@ async def test_https_verifies_the_server_against_the_trusted_certificates(
     try:
         monkeypatch.setattr(_http, "_tls_context", None)
         client = HttpClient()
-        with pytest.raises(ssl.SSLCertVerificationError):  # not trusted: refused
+        with pytest.raises(HttpError) as refused:  # not trusted: refused
             await client.post(url, {}, {}, timeout=5)
+        assert isinstance(refused.value.__cause__, ssl.SSLCertVerificationError)
         monkeypatch.setenv("SSL_CERT_FILE", str(self_signed / "cert.pem"))
         monkeypatch.setattr(_http, "_tls_context", None)
         async with await client.post(url, {}, {}, timeout=5) as r:
@@ -445,3 +468,76 @@ async def test_https_verifies_the_server_against_the_trusted_certificates(
     finally:
         server.close()
     assert len(scripted.requests) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_pooled_connection_idle_past_the_keepalive_is_not_reused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A NAT or firewall may forget an idle flow without a FIN: a request sent into it would
+    wait out its timeout. Here the server answers once per connection and then ignores it,
+    as such a black hole does; past KEEPALIVE_S idle the next request takes a new socket."""
+    monkeypatch.setattr(_http, "KEEPALIVE_S", 0.3)
+
+    async def once_then_black_hole(reader, writer, request) -> bool:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_JSON)
+        await writer.drain()
+        await asyncio.sleep(3600)  # the flow is forgotten: nothing more is read or answered
+        return False
+
+    async with Scripted(once_then_black_hole) as server:
+        client = HttpClient()
+        for pause in (0.0, 0.5):
+            await asyncio.sleep(pause)
+            async with await client.post(server.url, {}, {}, timeout=3) as r:
+                assert await r.read() == OK_JSON
+        client.close()
+    assert server.connections == 2
+
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+
+
+async def _cause_of_post(endpoint: str) -> _Retryable:
+    sampler = OpenAISampler([endpoint], "m", stream=False)
+    try:
+        with pytest.raises(_Retryable) as caught:
+            await sampler._post(sampler._ensure_session(), endpoint, BODY, "chat/completions")
+    finally:
+        await sampler.aclose()
+    return caught.value
+
+
+@pytest.mark.asyncio
+async def test_a_connect_the_kernel_times_out_is_a_connection_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OSError(ETIMEDOUT) from connect() (SYNs unanswered) is built as TimeoutError, which
+    on Python >= 3.11 is asyncio.TimeoutError: it must not pass for the request's own
+    deadline (a stall, retried without backoff)."""
+
+    async def create_connection(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ETIMEDOUT, "Connect call failed ('10.255.255.1', 80)")
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "create_connection", create_connection)
+    assert (await _cause_of_post("http://10.255.255.1/v1")).cause == "connection"
+
+
+@pytest.mark.asyncio
+async def test_an_untrusted_certificate_is_a_connection_failure(
+    self_signed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ssl.SSLCertVerificationError is a ValueError too: not a "truncated" reply."""
+    import ssl
+
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(self_signed / "cert.pem", self_signed / "key.pem")
+    scripted = Scripted(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_JSON))
+    server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=server_side)
+    monkeypatch.setattr(_http, "_tls_context", None)
+    try:
+        failure = await _cause_of_post(f"https://localhost:{server.sockets[0].getsockname()[1]}/v1")
+    finally:
+        server.close()
+    assert failure.cause == "connection" and isinstance(failure.__cause__, HttpError)
+    assert isinstance(failure.__cause__.__cause__, ssl.SSLCertVerificationError)

@@ -183,11 +183,21 @@ def _b_gone(sched: Any, a: FakeNode, b: FakeNode) -> None:
         (12, 1, _none, False),  # b's share waits for b
         (12, 1, _a_runs(*range(5)), False),  # a is on its last item, b's share still waits
         (12, 1, _b_gone, False),  # b's share goes to a
-        (1, 1, _none, True),  # the one item is on a, on its last
-        (0, 1, _none, True),
+        (1, 1, _none, False),  # the one item is on a: b's collection is still to be compared
+        (0, 1, _none, False),
+        (1, 1, _b_gone, True),  # nothing left to wait for
         (12, 2, _none, False),
     ],
-    ids=["none-collected", "b-collecting", "a-ran-its-share", "b-gone", "one-item", "no-items", "both"],
+    ids=[
+        "none-collected",
+        "b-collecting",
+        "a-ran-its-share",
+        "b-gone",
+        "one-item",
+        "no-items",
+        "one-item-b-gone",
+        "both",
+    ],
 )
 def test_tests_finished(
     pytester: pytest.Pytester,
@@ -275,3 +285,32 @@ def test_a_worker_that_collects_differently_is_reported_and_sent_nothing(pyteste
     )
     assert result.stdout.str().count("+++ gw1") == 1  # the diff, once
     assert sorted((worker, nodeid) for _, worker, nodeid in ran) == [("gw0", n) for n in sorted(NODEIDS)]
+
+
+GW0_COLLECTS = """
+def pytest_collection_modifyitems(items):
+    if os.environ.get("PYTEST_XDIST_WORKER") == "gw0":
+        del items[{keep}:]
+"""
+
+
+@pytest.mark.parametrize("keep", [1, 0], ids=["gw0-collects-1", "gw0-collects-0"])
+def test_a_differing_later_collection_is_reported_when_the_first_is_used_up(
+    pytester: pytest.Pytester, keep: int
+) -> None:
+    """gw0 (fast) collects `keep` of the 8 items, gw1 (slow) all 8. gw0 runs out of work
+    before gw1 has collected; the run must still wait for gw1's collection and report the
+    difference (it used to end there: exit 0 with 7 items never run, or exit 5)."""
+    pytester.makeconftest(RECORDING + GW0_COLLECTS.format(keep=keep))
+    pytester.makepyfile(test_plain=PLAIN)
+    replay = write_jsonl(pytester.path / "replay.jsonl", [{"problem_id": 0, "sample_index": 0, "text": "x"}])
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", f"--model-path=replay:{replay}"
+    )
+    log = pytester.path / "ran.log"
+    ran = (
+        Counter(line.split(" ", 2)[2] for line in log.read_text().splitlines()) if log.exists() else Counter()
+    )
+    assert ran == Counter(NODEIDS[:keep])
+    result.stdout.fnmatch_lines(["*Different tests were collected between gw0 and gw1*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
