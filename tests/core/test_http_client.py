@@ -5,12 +5,13 @@ broken replies, TLS, and a body larger than its read-ahead limit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import shutil
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -442,19 +443,29 @@ def self_signed(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@contextlib.asynccontextmanager
+async def tls_scripted(certs: Path) -> AsyncIterator[tuple[Scripted, int]]:
+    """A Scripted server behind TLS with the self-signed certificate; yields it and its port."""
+    import ssl
+
+    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_side.load_cert_chain(certs / "cert.pem", certs / "key.pem")
+    scripted = Scripted(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_JSON))
+    server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=server_side)
+    try:
+        yield scripted, server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
 @pytest.mark.asyncio
 async def test_https_verifies_the_server_against_the_trusted_certificates(
     self_signed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import ssl
 
-    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_side.load_cert_chain(self_signed / "cert.pem", self_signed / "key.pem")
-    reply = raw(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_JSON)
-    scripted = Scripted(reply)
-    server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=server_side)
-    url = f"https://localhost:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
-    try:
+    async with tls_scripted(self_signed) as (scripted, port):
+        url = f"https://localhost:{port}/v1/chat/completions"
         monkeypatch.setattr(_http, "_tls_context", None)
         client = HttpClient()
         with pytest.raises(HttpError) as refused:  # not trusted: refused
@@ -465,8 +476,6 @@ async def test_https_verifies_the_server_against_the_trusted_certificates(
         async with await client.post(url, {}, {}, timeout=5) as r:
             assert (r.status, await r.read()) == (200, OK_JSON)
         client.close()
-    finally:
-        server.close()
     assert len(scripted.requests) == 1
 
 
@@ -530,14 +539,8 @@ async def test_an_untrusted_certificate_is_a_connection_failure(
     """ssl.SSLCertVerificationError is a ValueError too: not a "truncated" reply."""
     import ssl
 
-    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_side.load_cert_chain(self_signed / "cert.pem", self_signed / "key.pem")
-    scripted = Scripted(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n" + OK_JSON))
-    server = await asyncio.start_server(scripted._serve, "127.0.0.1", 0, ssl=server_side)
     monkeypatch.setattr(_http, "_tls_context", None)
-    try:
-        failure = await _cause_of_post(f"https://localhost:{server.sockets[0].getsockname()[1]}/v1")
-    finally:
-        server.close()
+    async with tls_scripted(self_signed) as (_, port):
+        failure = await _cause_of_post(f"https://localhost:{port}/v1")
     assert failure.cause == "connection" and isinstance(failure.__cause__, HttpError)
     assert isinstance(failure.__cause__.__cause__, ssl.SSLCertVerificationError)
