@@ -4,7 +4,6 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from collections.abc import Iterator
@@ -192,13 +191,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
-    if evaluating or (_is_worker(config) and "agenteval_model_name" in config.workerinput):  # type: ignore[attr-defined]
-        # What this process has by now (pytest, its plugins, the libraries) lives as long as
-        # the run: out of the collector's full passes, which would walk it again each time
-        # the heap grows (scoring makes many objects). Only in an evaluation run: frozen
-        # objects are hidden from gc.get_objects() and gc.get_referrers().
-        gc.freeze()
-        config.add_cleanup(gc.unfreeze)
     if _is_worker(config):
         from .stealing import install_worker_guard
 

@@ -60,8 +60,8 @@ def test_the_plugin_manager_is_a_tracked_object(request):
 
 
 def test_gc_introspection_is_untouched_outside_evaluations(pytester: pytest.Pytester) -> None:
-    """An evaluation run freezes what it has imported (gc.freeze: out of the collector's
-    passes, and out of gc.get_objects() and gc.get_referrers()); any other run must not."""
+    """The plugin leaves the garbage collector as it is (a gc.freeze() at import, tried for
+    start-up, hid every object then alive from gc.get_objects() and gc.get_referrers())."""
     pytester.makepyfile(test_users=GC_INTROSPECTION)
     pytester.runpytest_subprocess().assert_outcomes(passed=2)
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)
