@@ -36,6 +36,7 @@ class PaidOnceStealing(WorkStealingScheduling):
         self._refused_by: Any = None
         self._collecting: list[Any] = []  # up, not collected: outside node2pending until then
         self._awaited = self.numnodes  # expected workers that have neither collected nor gone
+        self._up = 0  # workers added so far: past numnodes, each is a crashed one's replacement
 
     @property
     def nodes(self) -> list[Any]:
@@ -56,6 +57,9 @@ class PaidOnceStealing(WorkStealingScheduling):
         return not self._awaited and super().tests_finished
 
     def add_node(self, node: Any) -> None:
+        if self._up >= self.numnodes and self._awaited:  # a replacement: awaited as well
+            self._awaited += 1
+        self._up += 1
         self._collecting.append(node)
 
     def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:

@@ -354,7 +354,7 @@ class HttpClient:
             *(f"{name}: {value}" for name, value in headers.items()),
         ]
         message = ("\r\n".join(head) + "\r\n\r\n").encode() + body  # UTF-8 header values, if any
-        conn = self._get(key) or await self._connect(loop, key, deadline)
+        conn = self._get(key) or await self._connect(loop, key, deadline, idle)
         try:
             conn.transport.write(message)
             response = await self._head(conn, deadline, idle)
@@ -364,21 +364,28 @@ class HttpClient:
         return response
 
     async def _connect(
-        self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int], deadline: float
+        self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int], deadline: float, idle: float | None
     ) -> _Connection:
+        """A new connection (TLS handshake included) within the deadline, and within `idle`
+        when set: a server that accepts and says nothing is a stall here too."""
         scheme, host, port = key
         tls = _tls() if scheme == "https" else None
         conn = _Connection(loop, key)
         connect = loop.create_connection(
             lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None
         )
+        left = max(0.0, deadline - loop.time())
+        stall = idle is not None and idle < left
         try:
-            await asyncio.wait_for(connect, max(0.0, deadline - loop.time()))
+            await asyncio.wait_for(connect, idle if stall else left)
         except asyncio.TimeoutError as exc:
-            if getattr(exc, "errno", None) is None:  # our deadline (wait_for's own)
-                raise
-            raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc  # the kernel's ETIMEDOUT
-        except OSError as exc:  # refused, unreachable, DNS, TLS (a certificate error is a ValueError too)
+            if getattr(exc, "errno", None) is not None:  # the kernel's ETIMEDOUT, not wait_for's
+                raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
+            if stall:
+                raise IdleTimeout() from exc
+            raise
+        except (OSError, UnicodeError) as exc:  # refused, unreachable, DNS (UnicodeError: not a
+            # name IDNA can encode), TLS (a certificate error is a ValueError too)
             raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
         return conn
 

@@ -39,11 +39,17 @@ async def read_stream(lines: AsyncIterable[bytes]) -> dict[str, Any]:
             chunk = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StreamError("a chunk is not JSON") from exc
+        if not isinstance(chunk, dict):
+            raise StreamError("a chunk is not a JSON object")
         if chunk.get("error"):
             raise StreamError(f"the server sent an error mid-stream: {chunk['error']}")
         usage = chunk.get("usage") or usage
-        for part in chunk.get("choices") or ():
-            _merge(choices.setdefault(int(part.get("index", 0)), {"index": int(part.get("index", 0))}), part)
+        try:
+            for part in chunk.get("choices") or ():
+                index = int(part.get("index") or 0)
+                _merge(choices.setdefault(index, {"index": index}), part)
+        except (TypeError, AttributeError, ValueError) as exc:  # a field of another type
+            raise StreamError(f"a chunk is not of the protocol's shape: {exc}") from exc
     finished = bool(choices) and all(c.get("finish_reason") for c in choices.values())
     if done and not finished:
         raise StreamInterrupted("[DONE] before the reply's finish_reason")

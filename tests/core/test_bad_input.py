@@ -98,6 +98,7 @@ def test_unreadable_json(aime_suite: pytest.Pytester, replay: str) -> None:
             ("--judge-endpoint=ftp://127.0.0.1/v1",),
             "--judge-endpoint ftp://127.0.0.1/v1 is not an http(s) URL",
         ),
+        (("--endpoint=http://a..b:8000/v1",), "--endpoint http://a..b:8000/v1 is not an http(s) URL"),
     ],
 )
 def test_bad_options_are_usage_errors(

@@ -507,8 +507,8 @@ async def test_a_pooled_connection_idle_past_the_keepalive_is_not_reused(
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
-async def _cause_of_post(endpoint: str) -> _Retryable:
-    sampler = OpenAISampler([endpoint], "m", stream=False)
+async def _cause_of_post(endpoint: str, stream: bool = False) -> _Retryable:
+    sampler = OpenAISampler([endpoint], "m", stream=stream)
     try:
         with pytest.raises(_Retryable) as caught:
             await sampler._post(sampler._ensure_session(), endpoint, BODY, "chat/completions")
@@ -544,3 +544,29 @@ async def test_an_untrusted_certificate_is_a_connection_failure(
         failure = await _cause_of_post(f"https://localhost:{port}/v1")
     assert failure.cause == "connection" and isinstance(failure.__cause__, HttpError)
     assert isinstance(failure.__cause__.__cause__, ssl.SSLCertVerificationError)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "chunk",
+    [b"null", b"[1]", b'{"choices": [{"index": 0, "delta": {"content": ["a"]}}]}', b'{"choices": [7]}'],
+    ids=["null", "a-list", "content-a-list", "choice-a-number"],
+)
+async def test_a_streamed_chunk_of_another_shape_is_a_retryable_failure(chunk: bytes) -> None:
+    """JSON, but not the protocol's objects: retried like a broken body, never an
+    exception of its own escaping the sampler (it was a TypeError or AttributeError)."""
+    async with Scripted(_sse((b"data: " + chunk + b"\n\n", b"data: [DONE]\n\n"), pause_s=0)) as server:
+        failure = await _cause_of_post(server.url.removesuffix("/chat/completions"), stream=True)
+    assert failure.cause == "truncated"
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_accepts_and_never_speaks_tls_is_a_stall_within_the_idle_timeout() -> None:
+    async with Scripted(_stall_after(b"", 5)) as server:  # TCP accepted; no handshake, no byte
+        client = HttpClient()
+        started = time.monotonic()
+        with pytest.raises(IdleTimeout):
+            await client.post(server.url.replace("http://", "https://"), {}, {}, timeout=30, idle=0.3)
+        elapsed = time.monotonic() - started
+        client.close()
+    assert 0.3 <= elapsed < 2.0

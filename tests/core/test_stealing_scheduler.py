@@ -160,6 +160,23 @@ def test_a_differing_collection_is_reported_and_its_worker_shut_down(
     assert a.shutting_down and sched.tests_finished
 
 
+@pytest.mark.parametrize("a_collected", [True, False], ids=["a-crashed-running", "a-crashed-collecting"])
+def test_a_crashed_worker_s_replacement_is_awaited_too(pytester: pytest.Pytester, a_collected: bool) -> None:
+    """xdist replaces a crashed worker (a new node through add_node): the replacement's
+    collection must not stand in for b's, which is still to be compared."""
+    sched, a, b = scheduler(pytester, 6, collected=1 if a_collected else 0)
+    crashed = sched.remove_node(a)  # type: ignore[arg-type]  # the item it crashed on, not run again
+    replacement = FakeNode("a2")
+    sched.add_node(replacement)  # type: ignore[arg-type]
+    collect(sched, replacement, ids(6))
+    for index in list(replacement.sent):
+        finish(sched, replacement, index)
+    assert not sched.tests_finished and not b.shutting_down  # b has not collected
+    collect(sched, b, ids(6))
+    assert crashed == ("t0" if a_collected else None)
+    assert sorted(replacement.sent + b.sent) == list(range(1 if a_collected else 0, 6))
+
+
 def _none(sched: Any, a: FakeNode, b: FakeNode) -> None:
     pass
 
