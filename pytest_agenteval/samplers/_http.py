@@ -50,6 +50,13 @@ def _tls() -> Any:
     return _tls_context
 
 
+def _limit(loop: asyncio.AbstractEventLoop, deadline: float, idle: float | None) -> tuple[float, bool]:
+    """How long the next wait may last, and whether the idle timeout (not the request's
+    deadline) is what bounds it."""
+    left = deadline - loop.time()
+    return (idle, True) if idle is not None and idle < left else (left, False)
+
+
 class _Connection(asyncio.Protocol):
     """One socket: what arrived (unread), whether it ended, and one waiter."""
 
@@ -120,12 +127,11 @@ class _Connection(asyncio.Protocol):
             if self.error is not None:
                 raise HttpError(f"connection lost: {self.error}") from self.error
             return False
-        left = deadline - self.loop.time()
-        if left <= 0:
+        seconds, stall = _limit(self.loop, deadline, idle)
+        if seconds <= 0:
             raise asyncio.TimeoutError
-        stall = idle is not None and idle < left
         waiter = self._waiter = self.loop.create_future()
-        timer = self.loop.call_later(idle if stall else left, self._expire, waiter, stall)
+        timer = self.loop.call_later(seconds, self._expire, waiter, stall)
         try:
             await waiter
         finally:
@@ -139,6 +145,17 @@ class _Connection(asyncio.Protocol):
     def _expire(waiter: asyncio.Future[None], stall: bool) -> None:
         if not waiter.done():
             waiter.set_exception(IdleTimeout() if stall else asyncio.TimeoutError())
+
+    async def pieces(self, n: int, deadline: float, idle: float | None, cut: str) -> AsyncIterator[bytes]:
+        """The next `n` bytes as they arrive; HttpError(`cut`, formatted with `got` and `n`)
+        when the connection ends first."""
+        left = n
+        while left:
+            if not self.buffer and not await self.more(deadline, idle):
+                raise HttpError(cut.format(got=n - left, n=n))
+            piece = self.take(min(left, len(self.buffer)))
+            left -= len(piece)
+            yield piece
 
     async def line(self, deadline: float, idle: float | None, limit: int) -> bytes:
         """Up to and without CRLF (or LF)."""
@@ -247,15 +264,10 @@ class Response:
         if conn is None:
             raise RuntimeError("the response was released")
         kind, size = self._framing
+        mid_chunk = "the server closed the connection mid-chunk"
         if kind == "length":
-            left = size
-            while left:
-                if not conn.buffer and not await conn.more(self._deadline, self._idle):
-                    raise HttpError(
-                        f"the server closed the connection after {size - left} of {size} body bytes"
-                    )
-                piece = conn.take(min(left, len(conn.buffer)))
-                left -= len(piece)
+            cut = "the server closed the connection after {got} of {n} body bytes"
+            async for piece in conn.pieces(size, self._deadline, self._idle, cut):
                 yield piece
         elif kind == "chunked":
             while True:
@@ -264,22 +276,14 @@ class Response:
                 if not digits or not HEX.issuperset(digits):  # int() would take a sign
                     raise HttpError(f"a bad chunk size line: {header[:40]!r}")
                 left = int(digits, 16)
-                if left == 0:
-                    while await conn.line(
-                        self._deadline, self._idle, MAX_HEAD
-                    ):  # trailers, to the empty line
+                if left == 0:  # the trailers, to the empty line
+                    while await conn.line(self._deadline, self._idle, MAX_HEAD):
                         pass
                     break
-                while left:
-                    if not conn.buffer and not await conn.more(self._deadline, self._idle):
-                        raise HttpError("the server closed the connection mid-chunk")
-                    piece = conn.take(min(left, len(conn.buffer)))
-                    left -= len(piece)
+                async for piece in conn.pieces(left, self._deadline, self._idle, mid_chunk):
                     yield piece
-                while len(conn.buffer) < 2:
-                    if not await conn.more(self._deadline, self._idle):
-                        raise HttpError("the server closed the connection mid-chunk")
-                if conn.take(2) != b"\r\n":
+                end = [p async for p in conn.pieces(2, self._deadline, self._idle, mid_chunk)]
+                if b"".join(end) != b"\r\n":
                     raise HttpError("a chunk is longer than its size line says")
         elif kind == "close":  # no length: the body is what comes until the server closes
             while conn.buffer or await conn.more(self._deadline, self._idle):
@@ -374,10 +378,9 @@ class HttpClient:
         connect = loop.create_connection(
             lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None
         )
-        left = max(0.0, deadline - loop.time())
-        stall = idle is not None and idle < left
+        seconds, stall = _limit(loop, deadline, idle)
         try:
-            await asyncio.wait_for(connect, idle if stall else left)
+            await asyncio.wait_for(connect, max(0.0, seconds))
         except asyncio.TimeoutError as exc:
             if getattr(exc, "errno", None) is not None:  # the kernel's ETIMEDOUT, not wait_for's
                 raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
