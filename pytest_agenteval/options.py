@@ -589,15 +589,12 @@ def check_endpoint_url(flag: str, url: str) -> None:
 
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (a bad port raises here)
-    except ValueError:
-        parts = None
-    if parts is not None and parts.hostname:
-        try:
-            parts.hostname.encode("idna")  # what the connection will look up ("a..b" cannot be)
-        except UnicodeError:
-            parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        parts.port  # noqa: B018 (a bad port raises ValueError here)
+        (parts.hostname or "").encode("idna")  # what the connection looks up: "a..b" cannot be
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # UnicodeError is one
+        valid = False
+    if not valid:
         shown = "(not shown: it has credentials)" if "@" in url else url
         raise pytest.UsageError(f"{flag} {shown} is not an http(s) URL; e.g. http://localhost:8000/v1")
     if parts.username is not None:
