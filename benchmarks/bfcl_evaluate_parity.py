@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_agenteval.bfcl import load_bfcl  # noqa: E402
-from pytest_agenteval.bfcl._data import CATEGORIES  # noqa: E402
+from pytest_agenteval.tasks.bfcl import load_bfcl  # noqa: E402
+from pytest_agenteval.tasks.bfcl._data import CATEGORIES  # noqa: E402
 from tests.suites.test_bfcl_suite import SUITE, oracle_text  # noqa: E402
 
 BFCL_EVAL = "bfcl-eval==2026.3.23"

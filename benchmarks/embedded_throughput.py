@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_agenteval.aime25 import text_only_messages  # noqa: E402
-from pytest_agenteval.records import sample_seed  # noqa: E402
-from pytest_agenteval.samplers import embedded_model_path  # noqa: E402
+from pytest_agenteval.api.records import sample_seed  # noqa: E402
+from pytest_agenteval.models import embedded_model_path  # noqa: E402
+from pytest_agenteval.tasks.aime25 import text_only_messages  # noqa: E402
 
 
 def raw(problems: list[dict], samples: int, max_tokens: int, seed: int) -> tuple[int, float]:

@@ -133,8 +133,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from pytest_agenteval.serving.launcher import group_empty
-    from pytest_agenteval.serving.session import stop_kept
+    from pytest_agenteval.models.serve.launcher import group_empty
+    from pytest_agenteval.models.serve.session import stop_kept
 
     report: dict[str, Any] = {"model": args.model, "adapter": args.adapter, "runs": {}}
     env_note = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")}

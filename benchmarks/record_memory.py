@@ -22,9 +22,9 @@ import execnet
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_agenteval.controller import _pack  # noqa: E402
-from pytest_agenteval.records import without_texts  # noqa: E402
-from pytest_agenteval.results import ResultsFile  # noqa: E402
+from pytest_agenteval.api.records import without_texts  # noqa: E402
+from pytest_agenteval.output.results import ResultsFile  # noqa: E402
+from pytest_agenteval.plugin.controller import _pack  # noqa: E402
 
 PROBLEMS = 1000
 

@@ -32,7 +32,7 @@ PROBLEMS = [
     {"id": i, "problem": f"What is {7 * i + 3} + {11 * i + 5}?", "answer": str(18 * i + 8)} for i in range(30)
 ]
 SUITE = (
-    "from pytest_agenteval.aime25 import Aime25\n\nagenteval_suite = Aime25()\n\n\n"
+    "from pytest_agenteval.tasks.aime25 import Aime25\n\nagenteval_suite = Aime25()\n\n\n"
     "def test_aime25(evaluation):\n    evaluation.check()\n"
 )
 

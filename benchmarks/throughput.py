@@ -176,8 +176,8 @@ def scale(args: argparse.Namespace, folder: Path) -> None:
 
 def write_results(source: Path, folder: Path) -> float:
     """Seconds to write the final results file (problem lines + summary) of a run."""
-    from pytest_agenteval.records import problem_from_dict
-    from pytest_agenteval.results import ResultsFile
+    from pytest_agenteval.api.records import problem_from_dict
+    from pytest_agenteval.output.results import ResultsFile
 
     lines = [json.loads(line) for line in source.read_text().splitlines()]
     records = [problem_from_dict(line, ("predicted_answer", "boxed_answer")) for line in lines[:-1]]

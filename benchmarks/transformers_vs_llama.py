@@ -24,13 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_agenteval.aime25 import text_only_messages  # noqa: E402
-from pytest_agenteval.records import sample_seed  # noqa: E402
-from pytest_agenteval.samplers import LlamaSampler, SamplingParams, embedded_model_path  # noqa: E402
-from pytest_agenteval.samplers._transformers import (  # noqa: E402
+from pytest_agenteval.api.records import sample_seed  # noqa: E402
+from pytest_agenteval.models import LlamaSampler, SamplingParams, embedded_model_path  # noqa: E402
+from pytest_agenteval.models._transformers import (  # noqa: E402
     TransformersSampler,
     checkpoint_from_gguf,
 )
+from pytest_agenteval.tasks.aime25 import text_only_messages  # noqa: E402
 
 PROBLEMS = [  # our own, AIME-style
     "Find the remainder when 3^{2025} + 17 is divided by 1000.",

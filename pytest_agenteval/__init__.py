@@ -1,10 +1,12 @@
 """pytest-agenteval: benchmarks as test suites.
 
-Pipeline: problems -> samplers -> rollout -> scorers -> records -> metrics -> results/gate.
+Pipeline: datasets -> tasks (a suite's problems) -> solvers driving models -> scorers -> records
+-> stats -> output (results file, gates); plugin/ binds it to pytest. docs/design.md maps each package.
 """
 
-from .records import GenerationRecord, Problem, ProblemRecord, Rollout, Score, sample_seed
-from .suite import DataError, RolloutContext, Suite
+from pytest_agenteval import _moved
+from pytest_agenteval.api.records import GenerationRecord, Problem, ProblemRecord, Rollout, Score, sample_seed
+from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 
 __all__ = [
     "DataError",
@@ -18,3 +20,5 @@ __all__ = [
     "sample_seed",
 ]
 __version__ = "0.1.0"
+
+_moved.install()  # the 0.1 module paths, for one release

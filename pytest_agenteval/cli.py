@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 
 def _report(argv: list[str]) -> int:
-    from .reporting import main
+    from pytest_agenteval.report import main
 
     return main(argv)
 
 
 def _review(argv: list[str]) -> int:
-    from .datagen.review import main
+    from pytest_agenteval.report.review import main
 
     return main(argv)
 

@@ -23,7 +23,7 @@ TINY_PROBLEMS = [
 ]
 
 SUITE_FILE = """
-from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.tasks.aime25 import Aime25
 
 agenteval_suite = Aime25()
 
@@ -109,7 +109,7 @@ def llama_server() -> Any:
     import time
     import urllib.request
 
-    from pytest_agenteval.samplers import embedded_model_path
+    from pytest_agenteval.models import embedded_model_path
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -6,10 +6,10 @@ the machine allows, a uid drop, Landlock, seccomp and one bubblewrap around
 the zygote. See docs/sandbox.md for what each level guarantees.
 """
 
-from ._output import escape_template_tokens
-from ._probe import probe_containment
-from ._sandbox import Sandbox
-from ._types import ExecutionResult, SandboxConfig
+from pytest_agenteval.sandbox._output import escape_template_tokens
+from pytest_agenteval.sandbox._probe import probe_containment
+from pytest_agenteval.sandbox._sandbox import Sandbox
+from pytest_agenteval.sandbox._types import ExecutionResult, SandboxConfig
 
 __all__ = [
     "ExecutionResult",

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 
-from . import _procs
+from pytest_agenteval.sandbox import _procs
 
 _V1_CONTROLLER = "pids"  # any v1 hierarchy tracks membership; pids is the lightest
 

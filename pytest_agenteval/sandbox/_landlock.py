@@ -12,7 +12,7 @@ import os
 import stat
 
 try:  # imported as part of the package (evaluator) or as a top-level file (zygote)
-    from ._linux import PR_SET_NO_NEW_PRIVS, prctl, syscall
+    from pytest_agenteval.sandbox._linux import PR_SET_NO_NEW_PRIVS, prctl, syscall
 except ImportError:
     from _linux import PR_SET_NO_NEW_PRIVS, prctl, syscall  # type: ignore[no-redef]
 

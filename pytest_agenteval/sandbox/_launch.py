@@ -11,8 +11,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from . import _procs
-from ._cgroup import Cgroup
+from pytest_agenteval.sandbox import _procs
+from pytest_agenteval.sandbox._cgroup import Cgroup
 
 ZYGOTE_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zygote.py")
 TOKEN_VAR = "AGENTEVAL_SANDBOX_TOKEN"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import signal
 
-from ._types import ExecutionResult
+from pytest_agenteval.sandbox._types import ExecutionResult
 
 # Chat-template control tokens: every <|...|> token (<|im_end|>, <|im_start|>,
 # <|endoftext|>, <|eot_id|>, ...) and the tool-call tags.

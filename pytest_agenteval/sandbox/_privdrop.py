@@ -16,7 +16,7 @@ import os
 import stat
 
 try:  # imported as part of the package (evaluator) or as a top-level file (zygote)
-    from . import _linux
+    from pytest_agenteval.sandbox import _linux
 except ImportError:
     import _linux  # type: ignore[no-redef]
 

@@ -19,10 +19,10 @@ import tempfile
 import threading
 import uuid
 
-from . import _cgroup, _landlock, _privdrop, _seccomp
-from ._launch import ZYGOTE_PY, Plan, ZygoteProcess, ZygoteStartError
-from ._report import build_report
-from ._types import LEVELS
+from pytest_agenteval.sandbox import _cgroup, _landlock, _privdrop, _seccomp
+from pytest_agenteval.sandbox._launch import ZYGOTE_PY, Plan, ZygoteProcess, ZygoteStartError
+from pytest_agenteval.sandbox._report import build_report
+from pytest_agenteval.sandbox._types import LEVELS
 
 _CHECK = r"""
 import json, os, socket

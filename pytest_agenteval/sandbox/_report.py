@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._privdrop import NOBODY
+from pytest_agenteval.sandbox._privdrop import NOBODY
 
 ALWAYS = ["rlimits", "session", "scratch", "minimal_env", "subreaper"]
 

@@ -25,11 +25,11 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 
-from . import _linux, _procs
-from ._launch import Plan, ZygoteProcess, ZygoteStartError
-from ._output import build_result, error_result
-from ._probe import resolve
-from ._types import STATUSES, ExecutionResult, SandboxConfig
+from pytest_agenteval.sandbox import _linux, _procs
+from pytest_agenteval.sandbox._launch import Plan, ZygoteProcess, ZygoteStartError
+from pytest_agenteval.sandbox._output import build_result, error_result
+from pytest_agenteval.sandbox._probe import resolve
+from pytest_agenteval.sandbox._types import STATUSES, ExecutionResult, SandboxConfig
 
 _GRACE_S = 10.0  # past timeout + grace the zygote itself is presumed hung
 _live: weakref.WeakSet = weakref.WeakSet()

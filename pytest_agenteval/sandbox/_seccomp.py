@@ -17,7 +17,7 @@ import errno
 import struct
 
 try:  # imported as part of the package (evaluator) or as a top-level file (zygote)
-    from ._linux import MACHINE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, prctl
+    from pytest_agenteval.sandbox._linux import MACHINE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, prctl
 except ImportError:
     from _linux import MACHINE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, prctl  # type: ignore
 

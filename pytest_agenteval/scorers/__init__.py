@@ -1,6 +1,6 @@
 """Scorers: pure functions of (model output, reference) -> verdict with reasons."""
 
-from .math import (
+from pytest_agenteval.scorers.math import (
     MATH_SCORERS,
     answers_equivalent,
     extract_last_boxed,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from ..records import Score
+from pytest_agenteval.api.records import Score
 
 REWARD_TAIL_CHARS = 300  # reward.py ANSWER_WINDOW_CHARS: only the end of the answer counts
 _WRAPPER = re.compile(r"\\(?:text|mathrm)\s*\{([^{}]*)\}")

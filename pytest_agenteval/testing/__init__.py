@@ -4,11 +4,16 @@
 ``python -m pytest_agenteval.testing.openai_server`` does not import itself twice.
 """
 
-from ._app import request_key
-from ._config import ServerConfig
-from ._faults import FAULT_KINDS, FaultContext, FaultInjector, parse_fault_mix
-from ._process import get_stats, reset_stats, start_server_process, stop_server_process
-from ._responders import (
+from pytest_agenteval.testing._app import request_key
+from pytest_agenteval.testing._config import ServerConfig
+from pytest_agenteval.testing._faults import FAULT_KINDS, FaultContext, FaultInjector, parse_fault_mix
+from pytest_agenteval.testing._process import (
+    get_stats,
+    reset_stats,
+    start_server_process,
+    stop_server_process,
+)
+from pytest_agenteval.testing._responders import (
     DEFAULT_ANSWER,
     AnswerMapResponder,
     Reply,
@@ -22,8 +27,8 @@ from ._responders import (
     observation,
     turn_index,
 )
-from ._server import AsyncOpenAITestServer, OpenAITestServer
-from ._stats import attempts_by_key, faults_before_success, outcome_counts
+from pytest_agenteval.testing._server import AsyncOpenAITestServer, OpenAITestServer
+from pytest_agenteval.testing._stats import attempts_by_key, faults_before_success, outcome_counts
 
 __all__ = [
     "DEFAULT_ANSWER",

@@ -13,13 +13,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ._config import ServerConfig
-from ._faults import FaultInjector, unit_draw
-from ._render import estimate_prompt_tokens, render_choice, tool_names
-from ._responders import last_user_text, normalize_replies
-from ._sse import sse_events, wants_stream
-from ._stats import InFlightTracker, RequestLog, outcome_counts
-from ._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
+from pytest_agenteval.testing._config import ServerConfig
+from pytest_agenteval.testing._faults import FaultInjector, unit_draw
+from pytest_agenteval.testing._render import estimate_prompt_tokens, render_choice, tool_names
+from pytest_agenteval.testing._responders import last_user_text, normalize_replies
+from pytest_agenteval.testing._sse import sse_events, wants_stream
+from pytest_agenteval.testing._stats import InFlightTracker, RequestLog, outcome_counts
+from pytest_agenteval.testing._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
 
 
 def request_key(body: Mapping[str, Any]) -> str:

@@ -8,8 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
-from ._responders import DEFAULT_ANSWER, AnswerMapResponder, Reply, Responder, TemplateResponder
+from pytest_agenteval.testing._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
+from pytest_agenteval.testing._responders import (
+    DEFAULT_ANSWER,
+    AnswerMapResponder,
+    Reply,
+    Responder,
+    TemplateResponder,
+)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 

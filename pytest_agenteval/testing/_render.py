@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._responders import (
+from pytest_agenteval.testing._responders import (
     Reply,
     content_text,
     estimate_tokens,

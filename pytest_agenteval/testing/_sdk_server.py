@@ -15,9 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ._app import request_key
-from ._faults import FaultInjector, FaultPlan
-from ._stats import InFlightTracker, RequestLog, outcome_counts
+from pytest_agenteval.testing._app import request_key
+from pytest_agenteval.testing._faults import FaultInjector, FaultPlan
+from pytest_agenteval.testing._stats import InFlightTracker, RequestLog, outcome_counts
 
 SDK_FAULT_KINDS = {"429": 1.0, "500": 1.0, "reset": 1.0}  # stall only where a test asks for it
 
@@ -173,7 +173,7 @@ class SdkServer:
             self.log.append(entry)
 
     async def _generate(self, body: Mapping[str, Any]) -> list[Any]:
-        from ..samplers import SamplingParams
+        from pytest_agenteval.models import SamplingParams
 
         ids = prompt_ids(body["prompt"])
         params = body.get("sampling_params") or {}

@@ -7,9 +7,9 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from ._app import ServerCore
-from ._config import ServerConfig
-from ._stats import attempts_by_key, faults_before_success
+from pytest_agenteval.testing._app import ServerCore
+from pytest_agenteval.testing._config import ServerConfig
+from pytest_agenteval.testing._stats import attempts_by_key, faults_before_success
 
 
 class _ServerHandle:

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ._responders import content_text
+from pytest_agenteval.testing._responders import content_text
 
 
 def render_chatml(body: Mapping[str, Any]) -> str:

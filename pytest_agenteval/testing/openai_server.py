@@ -23,12 +23,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._app import ServerCore, request_key
-from ._config import ServerConfig
-from ._faults import parse_fault_mix
-from ._process import get_stats, reset_stats, start_server_process, stop_server_process
-from ._responders import DEFAULT_ANSWER, Reply
-from ._server import AsyncOpenAITestServer, OpenAITestServer
+from pytest_agenteval.testing._app import ServerCore, request_key
+from pytest_agenteval.testing._config import ServerConfig
+from pytest_agenteval.testing._faults import parse_fault_mix
+from pytest_agenteval.testing._process import (
+    get_stats,
+    reset_stats,
+    start_server_process,
+    stop_server_process,
+)
+from pytest_agenteval.testing._responders import DEFAULT_ANSWER, Reply
+from pytest_agenteval.testing._server import AsyncOpenAITestServer, OpenAITestServer
 
 __all__ = [
     "AsyncOpenAITestServer",

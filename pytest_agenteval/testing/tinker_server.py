@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ._sdk_server import SdkServer, prompt_ids, stop_reason
+from pytest_agenteval.testing._sdk_server import SdkServer, prompt_ids, stop_reason
 
 POLL_S = 20.0  # a retrieve_future waits this long for the result, then answers try_again
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ._sdk_server import SdkServer, sequences_field
+from pytest_agenteval.testing._sdk_server import SdkServer, sequences_field
 
 _NOW = "2026-01-01T00:00:00Z"
 _NEVER = "2099-01-01T00:00:00Z"

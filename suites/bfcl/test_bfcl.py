@@ -2,7 +2,7 @@
 group (`-m simple`, `-m "parallel or irrelevance"`, `-m live`). An item passes when the
 official AST checker accepts the model's calls."""
 
-from pytest_agenteval.bfcl.suite import Bfcl
+from pytest_agenteval.tasks.bfcl.suite import Bfcl
 
 agenteval_suite = Bfcl()
 

@@ -2,7 +2,7 @@
 `datagen` and its topic. Needs --datagen-path FILE.jsonl; judges are --judge-endpoint URL
 --judge-model NAME (repeatable: a panel), else the run's own model (embedded by default)."""
 
-from pytest_agenteval.datagen.suite import Datagen
+from pytest_agenteval.tasks.datagen.suite import Datagen
 
 agenteval_suite = Datagen()
 

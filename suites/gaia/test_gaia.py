@@ -2,7 +2,7 @@
 gated: set HF_TOKEN after accepting its terms, or pass --gaia-path DIR. Plug in your own
 agent by overriding the `agenteval_agent` fixture in conftest.py (see the README)."""
 
-from pytest_agenteval.gaia.suite import Gaia
+from pytest_agenteval.tasks.gaia.suite import Gaia
 
 agenteval_suite = Gaia()
 

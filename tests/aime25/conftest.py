@@ -11,8 +11,8 @@ import pytest
 @pytest.fixture(scope="module")
 def embedded_sampler() -> Any:
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
-    from pytest_agenteval.samplers import LlamaSampler, embedded_model_path
-    from pytest_agenteval.samplers._base import SamplerError
+    from pytest_agenteval.api.sampler import SamplerError
+    from pytest_agenteval.models import LlamaSampler, embedded_model_path
 
     try:
         return LlamaSampler(embedded_model_path(), embedded=True)

@@ -12,15 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_agenteval.aime25 import CODE_TOOL, SYSTEM_PROMPT, parse_assistant, tool_content
-from pytest_agenteval.aime25._protocol import fit_tool_content, native_call_text, tool_message
-from pytest_agenteval.samplers import ToolCall
+from pytest_agenteval.models import ToolCall
 from pytest_agenteval.scorers import (
     extract_last_boxed,
     normalize_aime_answer,
     score_boxed_integer,
     score_math_verify_tail,
 )
+from pytest_agenteval.tasks.aime25 import CODE_TOOL, SYSTEM_PROMPT, parse_assistant, tool_content
+from pytest_agenteval.tasks.aime25._protocol import fit_tool_content, native_call_text, tool_message
 from tests.aime25 import lab
 
 
@@ -222,7 +222,7 @@ class _LabTokenizer:
 
 
 def test_truncation_and_continuation_match_the_lab_on_the_model_s_tokenizer(embedded_sampler) -> None:
-    from pytest_agenteval.aime25._conversation import TOOLS, TokenConversation
+    from pytest_agenteval.tasks.aime25._conversation import TOOLS, TokenConversation
 
     protocol = lab.module("protocol")
     calls = {"n": 0}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.aime25 import CODE_TOOL, SYSTEM_PROMPT
+from pytest_agenteval.tasks.aime25 import CODE_TOOL, SYSTEM_PROMPT
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 from tests.conftest import read_results
 
@@ -192,7 +192,7 @@ def test_tool_output_is_counted_with_the_server_s_tokenizer(run_suite, tokenize,
 
 
 BROKEN_SANDBOX = """
-from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.tasks.aime25 import Aime25
 from pytest_agenteval.sandbox import ExecutionResult
 
 

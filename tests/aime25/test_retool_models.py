@@ -4,8 +4,8 @@ budget decision on real token counts, as the summary says."""
 
 from __future__ import annotations
 
-from pytest_agenteval.aime25._conversation import TOOLS
-from pytest_agenteval.aime25._protocol import initial_messages
+from pytest_agenteval.tasks.aime25._conversation import TOOLS
+from pytest_agenteval.tasks.aime25._protocol import initial_messages
 from tests.conftest import read_results
 
 

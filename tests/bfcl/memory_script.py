@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_agenteval.bfcl._agentic_data import AgenticEntry
+from pytest_agenteval.tasks.bfcl._agentic_data import AgenticEntry
 
 _RESULTS_PREFIX = "[{'role': 'tool'"
 UNKNOWN = "{'answer': 'I do not know', 'context': 'I do not know'}"

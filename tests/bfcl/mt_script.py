@@ -14,10 +14,10 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_agenteval.bfcl._mt_data import MultiTurnEntry
-from pytest_agenteval.bfcl._mt_env import Environment
-from pytest_agenteval.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, ADDED_FUNCTIONS_PROMPTING
-from pytest_agenteval.bfcl._prompt import prompt_messages
+from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry
+from pytest_agenteval.tasks.bfcl._mt_env import Environment
+from pytest_agenteval.tasks.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, ADDED_FUNCTIONS_PROMPTING
+from pytest_agenteval.tasks.bfcl._prompt import prompt_messages
 from pytest_agenteval.testing import Reply, ToolCall
 
 DONE = "I have completed the request."

@@ -17,7 +17,7 @@ import tempfile
 import types
 from typing import Any
 
-from pytest_agenteval.bfcl import BfclEntry
+from pytest_agenteval.tasks.bfcl import BfclEntry
 
 PROMPT_MODEL = "parity-prompt-model"
 FC_MODEL = "parity-fc-model"  # a function-calling model: dots in names become underscores

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pytest_agenteval.bfcl._mt_data import MultiTurnEntry
+from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry
 
 from .official_checker import OfficialJudge
 

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agenteval.bfcl import BfclEntry, tool_name_map
+from pytest_agenteval.tasks.bfcl import BfclEntry, tool_name_map
 
 from .parity_mutations import (
     PY_MUTATIONS,

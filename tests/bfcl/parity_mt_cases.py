@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agenteval.bfcl._mt_data import MultiTurnEntry
+from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from pytest_agenteval.bfcl import BfclEntry
+from pytest_agenteval.tasks.bfcl import BfclEntry
 
 SEED = 20260323
 

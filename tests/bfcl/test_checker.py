@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from pytest_agenteval.bfcl import (
+from pytest_agenteval.tasks.bfcl import (
     BfclEntry,
     DecodeError,
     ParamScore,

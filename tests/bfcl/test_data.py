@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_agenteval.bfcl import CATEGORIES, BfclDataError, category_markers, load_bfcl
+from pytest_agenteval.tasks.bfcl import CATEGORIES, BfclDataError, category_markers, load_bfcl
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_agenteval.bfcl import DecodeError, decode_lenient, decode_native, decode_strict
+from pytest_agenteval.tasks.bfcl import DecodeError, decode_lenient, decode_native, decode_strict
 
 # Java and JavaScript decoding parses with tree-sitter (the 'bfcl' extra).
 needs_tree_sitter = pytest.mark.skipif(

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl import export_official_results, result_path
+from pytest_agenteval.tasks.bfcl import export_official_results, result_path
 
 from .official_checker import OfficialJudge, missing_official_requirements
 

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl._data import find_data_dir
-from pytest_agenteval.bfcl._format_sensitivity import (
+from pytest_agenteval.tasks.bfcl._data import find_data_dir
+from pytest_agenteval.tasks.bfcl._format_sensitivity import (
     configurations,
     format_messages,
     load_format_sensitivity,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.bfcl import BfclItemResult, next_stage, progressive_stages, summarize_bfcl
+from pytest_agenteval.tasks.bfcl import BfclItemResult, next_stage, progressive_stages, summarize_bfcl
 
 
 def _result(category, valid, *, lenient=None, error=None, predicted=True, params=(0, 0)):

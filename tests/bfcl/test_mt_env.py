@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.bfcl._decode import DecodeError
-from pytest_agenteval.bfcl._mt_decode import calls_from_text, calls_from_tool_calls, nested_value
-from pytest_agenteval.bfcl._mt_env import Environment, format_result, missing_requirements
+from pytest_agenteval.tasks.bfcl._decode import DecodeError
+from pytest_agenteval.tasks.bfcl._mt_decode import calls_from_text, calls_from_tool_calls, nested_value
+from pytest_agenteval.tasks.bfcl._mt_env import Environment, format_result, missing_requirements
 
 pytestmark = pytest.mark.skipif(bool(missing_requirements()), reason="bfcl-eval environments missing")
 FILES = {"root": {"home": {"type": "directory", "contents": {"a.txt": {"type": "file", "content": "hi"}}}}}

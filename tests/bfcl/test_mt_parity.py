@@ -15,11 +15,11 @@ from collections import Counter
 
 import pytest
 
-from pytest_agenteval.bfcl._data import MULTI_TURN_CATEGORIES, find_data_dir
-from pytest_agenteval.bfcl._mt_checker import check_multi_turn, decode_turns
-from pytest_agenteval.bfcl._mt_data import MultiTurnEntry, load_multi_turn
-from pytest_agenteval.bfcl._mt_env import missing_requirements
-from pytest_agenteval.bfcl._prompt import native_tools, prompt_messages
+from pytest_agenteval.tasks.bfcl._data import MULTI_TURN_CATEGORIES, find_data_dir
+from pytest_agenteval.tasks.bfcl._mt_checker import check_multi_turn, decode_turns
+from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry, load_multi_turn
+from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
+from pytest_agenteval.tasks.bfcl._prompt import native_tools, prompt_messages
 
 from .official_checker import missing_official_requirements
 from .parity_mt_cases import KINDS, generate_cases
@@ -125,8 +125,8 @@ def test_execution_results_equal_the_official_executor(entries):
     OfficialJudge()
     from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
 
-    from pytest_agenteval.bfcl._mt_decode import calls_from_text
-    from pytest_agenteval.bfcl._mt_env import Environment
+    from pytest_agenteval.tasks.bfcl._mt_decode import calls_from_text
+    from pytest_agenteval.tasks.bfcl._mt_env import Environment
 
     from .parity_mt_cases import ODD_TEXT
 

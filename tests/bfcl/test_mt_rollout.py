@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl._data import find_data_dir
-from pytest_agenteval.bfcl._mt_data import load_multi_turn
-from pytest_agenteval.bfcl._mt_env import missing_requirements
-from pytest_agenteval.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, MAXIMUM_STEP_LIMIT, play_multi_turn
-from pytest_agenteval.bfcl._mt_score import score_multi_turn
-from pytest_agenteval.samplers import OpenAISampler, SamplingParams
+from pytest_agenteval.models import OpenAISampler, SamplingParams
+from pytest_agenteval.tasks.bfcl._data import find_data_dir
+from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
+from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
+from pytest_agenteval.tasks.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, MAXIMUM_STEP_LIMIT, play_multi_turn
+from pytest_agenteval.tasks.bfcl._mt_score import score_multi_turn
 from pytest_agenteval.testing import OpenAITestServer, Reply, ServerConfig
 
 from .mt_script import DONE, GroundTruthModel
@@ -135,7 +135,7 @@ class _OverflowingModel:
         self.error, self.calls = error, 0
 
     async def complete(self, messages, params, tools=None):
-        from pytest_agenteval.samplers import Completion, SamplerError
+        from pytest_agenteval.models import Completion, SamplerError
 
         self.calls += 1
         if self.calls > 1:
@@ -144,7 +144,7 @@ class _OverflowingModel:
 
 
 def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error() -> None:
-    from pytest_agenteval.bfcl._executable import score as score_executable
+    from pytest_agenteval.tasks.bfcl._executable import score as score_executable
 
     entry = _entry("multi_turn_base", 0)
     model = _OverflowingModel(
@@ -158,7 +158,7 @@ def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error()
 
 
 def test_other_sampler_errors_stay_errors_of_the_item() -> None:
-    from pytest_agenteval.samplers import SamplerError
+    from pytest_agenteval.models import SamplerError
 
     entry = _entry("multi_turn_base", 0)
     with pytest.raises(SamplerError, match="HTTP 503"):

@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_agenteval.bfcl import (
+from pytest_agenteval.tasks.bfcl import (
     CATEGORIES,
     BfclEntry,
     load_bfcl,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_agenteval.bfcl import (
+from pytest_agenteval.tasks.bfcl import (
     BfclEntry,
     native_messages,
     native_tools,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.cache import GenerationCache
-from pytest_agenteval.samplers import SamplingParams
+from pytest_agenteval.models import SamplingParams
+from pytest_agenteval.models.cache import GenerationCache
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 from tests.conftest import read_results
 

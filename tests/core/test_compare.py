@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.compare import BaselineError, compare, load_baseline, paired_bootstrap
-from pytest_agenteval.records import GenerationRecord, ProblemRecord, Rollout, Score
+from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, Rollout, Score
+from pytest_agenteval.output.compare import BaselineError, compare, load_baseline, paired_bootstrap
 from tests.conftest import read_results, replay_rows, write_jsonl
 
 

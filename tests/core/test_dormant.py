@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.items import declares_suite
+from pytest_agenteval.plugin.items import declares_suite
 
 
 def test_an_ordinary_project_is_left_alone(pytester: pytest.Pytester) -> None:

@@ -4,7 +4,7 @@ a job ends: it finishes, fails, is released before it starts, or is withdrawn.""
 
 from __future__ import annotations
 
-from pytest_agenteval.engine import Engine
+from pytest_agenteval.run.engine import Engine
 from tests.core.test_engine_whole_items import _gated, _wait_for
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.engine import Engine
+from pytest_agenteval.run.engine import Engine
 
 
 def _gated(engine: Engine, started: list[str], name: str) -> tuple[Callable[[], Any], Callable[[], None]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.gate import GateError, check_metric_name, evaluate_gate, parse_gate
+from pytest_agenteval.output.gate import GateError, check_metric_name, evaluate_gate, parse_gate
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.samplers import _http
-from pytest_agenteval.samplers._http import HttpClient, HttpError, IdleTimeout
-from pytest_agenteval.samplers._openai import OpenAISampler, _Retryable
+from pytest_agenteval.models import _http
+from pytest_agenteval.models._http import HttpClient, HttpError, IdleTimeout
+from pytest_agenteval.models._openai import OpenAISampler, _Retryable
 
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter, dict], Awaitable[bool]]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_agenteval.hub import PROBE_TIMEOUT_S
+from pytest_agenteval.datasets.hub import PROBE_TIMEOUT_S
 
 
 @pytest.fixture

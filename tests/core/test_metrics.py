@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_agenteval.metrics import (
+from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, Rollout, Score
+from pytest_agenteval.stats.metrics import (
     average_at_n,
     bootstrap_intervals,
     format_rate,
@@ -19,7 +20,6 @@ from pytest_agenteval.metrics import (
     summarize_math,
     unbiased_pass_at_k,
 )
-from pytest_agenteval.records import GenerationRecord, ProblemRecord, Rollout, Score
 
 
 def record(

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pytest_agenteval.samplers import (
+from pytest_agenteval.models import (
     FatalRequestError,
     OpenAISampler,
     RetryPolicy,

@@ -3,7 +3,7 @@ requests and answers) and a real `python -m llama_cpp.server` with the embedded 
 
 from __future__ import annotations
 
-from pytest_agenteval.records import sample_seed
+from pytest_agenteval.api.records import sample_seed
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

@@ -175,7 +175,7 @@ def test_data_from_parquet_and_save_to_disk(
 
 
 CUSTOM_SUITE = """
-from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.tasks.aime25 import Aime25
 
 
 class Custom(Aime25):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.progress import Rates, add_record, format_line
+from pytest_agenteval.plugin.progress import Rates, add_record, format_line
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 
 LINE = re.compile(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_agenteval.records import (
+from pytest_agenteval.api.records import (
     GenerationRecord,
     ProblemRecord,
     Rollout,

@@ -112,7 +112,7 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
     problems, (summary,) = read_results(out)
     assert summary["complete"] is True and summary["requests"]["cached_generations"] == finished
     texts = [g["text"] for p in problems for g in p["generations"]]
-    from pytest_agenteval.records import sample_seed
+    from pytest_agenteval.api.records import sample_seed
 
     assert texts == [
         f"I think \\boxed{{14}} (seed {sample_seed(42, i, j)})" for i in range(30) for j in range(4)
@@ -149,7 +149,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
 
 CRASHING_SUITE = """
 import os
-from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.tasks.aime25 import Aime25
 
 
 class Crashing(Aime25):
@@ -200,8 +200,8 @@ def test_a_dying_worker_is_an_error_of_its_item_and_fails_the_gate(
 
 
 REFUSING_SUITE = """
-from pytest_agenteval.aime25 import Aime25
-from pytest_agenteval.samplers import FatalRequestError
+from pytest_agenteval.tasks.aime25 import Aime25
+from pytest_agenteval.models import FatalRequestError
 
 
 class Refused(Aime25):

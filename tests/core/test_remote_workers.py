@@ -17,8 +17,8 @@ from pathlib import Path
 import execnet
 import pytest
 
-from pytest_agenteval import hosts
-from pytest_agenteval.options import OPTIONS
+from pytest_agenteval.config.options import OPTIONS
+from pytest_agenteval.plugin import hosts
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
 
@@ -28,7 +28,7 @@ SOCKET_SERVER = Path(execnet.__file__).parent / "script" / "socketserver.py"
 RECORDER = """
 import json, os
 from pathlib import Path
-from pytest_agenteval.plugin import RUNTIME
+from pytest_agenteval.plugin.hooks import RUNTIME
 
 
 def pytest_sessionfinish(session):
@@ -88,7 +88,7 @@ def test_every_option_a_worker_reads_from_disk_is_resolved_for_it() -> None:
 
 
 def test_paths_map_into_the_rsync_copy_and_the_cache_stays_shared(tmp_path: Path) -> None:
-    from pytest_agenteval.options import Settings
+    from pytest_agenteval.config.options import Settings
 
     root = tmp_path / "suite"
     (root / "data").mkdir(parents=True)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.metrics import summarize_math
-from pytest_agenteval.records import problem_from_dict, without_texts
-from pytest_agenteval.results import ResultsFile, StoredRecords, request_totals, token_totals
+from pytest_agenteval.api.records import problem_from_dict, without_texts
+from pytest_agenteval.output.results import ResultsFile, StoredRecords, request_totals, token_totals
+from pytest_agenteval.stats.metrics import summarize_math
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 
 SCORE_FIELDS = ("predicted_answer", "boxed_answer", "scorer")
@@ -262,8 +262,8 @@ def test_summaries_read_the_same_from_records_without_texts() -> None:
 CAPTURE = """
 import copy, json
 import pytest
-from pytest_agenteval.records import problem_from_dict
-from pytest_agenteval.registry import suite_by_name
+from pytest_agenteval.api.records import problem_from_dict
+from pytest_agenteval.tasks.registry import suite_by_name
 RECORD = "agenteval_record"
 ARRIVED = {}
 WORKER = []

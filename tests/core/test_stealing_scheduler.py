@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.steal_scheduler import PaidOnceStealing
+from pytest_agenteval.plugin.steal_scheduler import PaidOnceStealing
 from tests.conftest import write_jsonl
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.cache import GenerationCache
+from pytest_agenteval.models.cache import GenerationCache
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

@@ -9,7 +9,7 @@ from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 
 SUITE = """
-from pytest_agenteval.aime25 import Aime25
+from pytest_agenteval.tasks.aime25 import Aime25
 
 
 class Lengths(Aime25):

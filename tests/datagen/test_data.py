@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.datagen import answer_format, load_generated, nearest_reference, shingles, topic_marker
-from pytest_agenteval.datagen._data import DatagenDataError, ReferenceProblem
-from pytest_agenteval.datagen._pairing import pair_opponents, shown_fields
+from pytest_agenteval.tasks.datagen import (
+    answer_format,
+    load_generated,
+    nearest_reference,
+    shingles,
+    topic_marker,
+)
+from pytest_agenteval.tasks.datagen._data import DatagenDataError, ReferenceProblem
+from pytest_agenteval.tasks.datagen._pairing import pair_opponents, shown_fields
 
 
 def write(tmp_path: Path, *lines: str) -> Path:

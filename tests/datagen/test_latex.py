@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.datagen import corrupted_characters, loads_repaired, repair_json_text
+from pytest_agenteval.tasks.datagen import corrupted_characters, loads_repaired, repair_json_text
 
 # json.loads turns these into control characters without complaint
 SILENTLY_CORRUPTED = [

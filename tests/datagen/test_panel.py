@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.datagen import krippendorff_alpha, panel_summary, reliability_units
+from pytest_agenteval.tasks.datagen import krippendorff_alpha, panel_summary, reliability_units
 
 n = None
 # The `krippendorff` package's docstring example (3 coders, 15 units, missing values).

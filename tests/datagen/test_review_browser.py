@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.datagen import verifications_path
-from pytest_agenteval.datagen._review_page import PAGE
+from pytest_agenteval.report._review_page import PAGE
+from pytest_agenteval.tasks.datagen import verifications_path
 
 CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if Path(p).exists()), None)
 CHROMEDRIVER = shutil.which("chromedriver") or (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.datagen import decide, gate_presets, pointwise_summary, wilson
-from pytest_agenteval.datagen._stats import bootstrap_ci, item_passes
+from pytest_agenteval.tasks.datagen import decide, gate_presets, pointwise_summary, wilson
+from pytest_agenteval.tasks.datagen._stats import bootstrap_ci, item_passes
 
 
 @pytest.mark.parametrize(

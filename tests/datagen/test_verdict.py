@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.datagen import parse_reply
+from pytest_agenteval.tasks.datagen import parse_reply
 
 N = "n0nce1234abcd567"
 SCORES = {"correctness": 4, "clarity": 3, "difficulty_match": 4, "completeness": 3}

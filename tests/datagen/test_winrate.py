@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.datagen import pair_result, winrate_summary
+from pytest_agenteval.tasks.datagen import pair_result, winrate_summary
 
 LABEL_WINNER = {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"}
 

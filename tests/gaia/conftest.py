@@ -38,4 +38,4 @@ def no_hf_token(monkeypatch: pytest.MonkeyPatch) -> None:
     """No token in the environment and no stored `hf auth login` token."""
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.setattr("pytest_agenteval.gaia._data._stored_token", lambda: None)
+    monkeypatch.setattr("pytest_agenteval.tasks.gaia._data._stored_token", lambda: None)

@@ -11,7 +11,7 @@
 # One change, marked below: the `if model_answer is None` line that newer
 # revisions of the official scorer add.
 #
-# tests/gaia/test_scorer.py compares pytest_agenteval.gaia.question_scorer
+# tests/gaia/test_scorer.py compares pytest_agenteval.tasks.gaia.question_scorer
 # with this function on table cases and on thousands of generated pairs.
 import json
 import re

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.gaia import (
+from pytest_agenteval.tasks.gaia import (
     NO_TOKEN_MESSAGE,
     GaiaDataError,
     GaiaTask,
@@ -300,7 +300,7 @@ def test_no_token_is_one_line_saying_how_to_get_access(no_hf_token: None) -> Non
 
 def test_token_resolution_order(monkeypatch: pytest.MonkeyPatch, no_hf_token: None) -> None:
     assert resolve_token() is None
-    monkeypatch.setattr("pytest_agenteval.gaia._data._stored_token", lambda: "stored")
+    monkeypatch.setattr("pytest_agenteval.tasks.gaia._data._stored_token", lambda: "stored")
     assert resolve_token() == "stored"
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "legacy")
     assert resolve_token() == "legacy"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.gaia import ExtractedAnswer, clean_answer, extract_final_answer
+from pytest_agenteval.tasks.gaia import ExtractedAnswer, clean_answer, extract_final_answer
 
 
 @pytest.mark.parametrize(

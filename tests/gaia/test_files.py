@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_agenteval.gaia import AttachmentText, read_attachment
+from pytest_agenteval.tasks.gaia import AttachmentText, read_attachment
 
 
 @pytest.mark.parametrize(

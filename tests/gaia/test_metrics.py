@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.gaia import GaiaItemResult, drop_rate, percentile, summarize_gaia
+from pytest_agenteval.tasks.gaia import GaiaItemResult, drop_rate, percentile, summarize_gaia
 
 _ids = itertools.count(1)
 

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_agenteval.gaia import (
+from pytest_agenteval.tasks.gaia import (
     GAIA_SYSTEM_PROMPT,
     AttachmentText,
     GaiaTask,

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_agenteval.gaia import (
+from pytest_agenteval.tasks.gaia import (
     GaiaItemResult,
     extract_final_answer,
     load_gaia,

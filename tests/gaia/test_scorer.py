@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from pytest_agenteval.gaia import ScoreResult, question_scorer, score_with_reason
+from pytest_agenteval.tasks.gaia import ScoreResult, question_scorer, score_with_reason
 
 from .official_scorer import question_scorer as official_question_scorer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.gaia import write_submission
+from pytest_agenteval.tasks.gaia import write_submission
 
 
 def _lines(path: Path) -> list[dict[str, str]]:

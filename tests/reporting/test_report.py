@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.reporting import main
-from pytest_agenteval.reporting._runs import default_label
+from pytest_agenteval.report import main
+from pytest_agenteval.report._runs import default_label
 
 from .conftest import REPO
 

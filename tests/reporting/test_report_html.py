@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.reporting import main
+from pytest_agenteval.report import main
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.reporting import main
+from pytest_agenteval.report import main
 from tests.conftest import write_jsonl
 from tests.gaia import make_synthetic
 from tests.suites.test_bfcl_suite import SUITE as BFCL_SUITE
@@ -19,7 +19,7 @@ from .conftest import run_plugin
 @pytest.fixture(scope="module")
 def bfcl_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     pytest.importorskip("tree_sitter", reason="BFCL needs: pip install -e '.[bfcl]'")
-    from pytest_agenteval.bfcl import load_bfcl
+    from pytest_agenteval.tasks.bfcl import load_bfcl
     from tests.suites.test_bfcl_suite import oracle_text
 
     folder = tmp_path_factory.mktemp("bfcl")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.serving.commands import (
+from pytest_agenteval.models.serve.commands import (
     adapter_served_name,
     llama_cpp_command,
     lora_rank_for_vllm,
@@ -18,7 +18,7 @@ from pytest_agenteval.serving.commands import (
     sglang_command,
     vllm_command,
 )
-from pytest_agenteval.serving.resolve import ResolveError, resolve_model_path
+from pytest_agenteval.models.serve.resolve import ResolveError, resolve_model_path
 
 from .test_resolve import make_adapter, make_checkpoint
 
@@ -161,8 +161,8 @@ def test_an_unknown_family_gets_no_tool_parser(tmp_path: Path) -> None:
 
 def test_an_adapter_run_requests_the_adapter_not_its_base(tmp_path: Path) -> None:
     """The base is served beside the adapter; asking for the base would evaluate the base."""
-    from pytest_agenteval.serving.launcher import LaunchedServer
-    from pytest_agenteval.serving.session import Launch
+    from pytest_agenteval.models.serve.launcher import LaunchedServer
+    from pytest_agenteval.models.serve.session import Launch
 
     base_dir = make_checkpoint(tmp_path / "base")
     adapter = resolve_model_path(str(make_adapter(tmp_path / "my-lora", str(base_dir))))

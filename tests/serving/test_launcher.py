@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.serving.commands import ServerSpec, llama_cpp_command
-from pytest_agenteval.serving.launcher import (
+from pytest_agenteval.models.serve.commands import ServerSpec, llama_cpp_command
+from pytest_agenteval.models.serve.launcher import (
     ACTIVE,
     LaunchError,
     free_port,
@@ -25,7 +25,7 @@ from pytest_agenteval.serving.launcher import (
     list_models,
     stop,
 )
-from pytest_agenteval.serving.resolve import ResolvedModel, resolve_model_path
+from pytest_agenteval.models.serve.resolve import ResolvedModel, resolve_model_path
 
 # Forks a long-lived grandchild, then becomes the real server: teardown must reach both.
 WRAPPER = """
@@ -38,7 +38,7 @@ os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 
 @pytest.fixture(scope="module")
 def smollm() -> ResolvedModel:
-    from pytest_agenteval.samplers import embedded_model_path
+    from pytest_agenteval.models import embedded_model_path
 
     return resolve_model_path(str(embedded_model_path()))
 
@@ -163,9 +163,9 @@ def test_teardown_reaches_a_forked_grandchild(smollm: ResolvedModel, tmp_path: P
 CONTROLLER = """
 import sys
 from pathlib import Path
-from pytest_agenteval.serving.commands import ServerSpec, llama_cpp_command
-from pytest_agenteval.serving.launcher import free_port, launch
-from pytest_agenteval.serving.resolve import resolve_model_path
+from pytest_agenteval.models.serve.commands import ServerSpec, llama_cpp_command
+from pytest_agenteval.models.serve.launcher import free_port, launch
+from pytest_agenteval.models.serve.resolve import resolve_model_path
 
 model = resolve_model_path(sys.argv[1])
 held, port = free_port()

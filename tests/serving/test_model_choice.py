@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.samplers import ModelChoice, choose_model
-from pytest_agenteval.serving.launcher import LaunchError
-from pytest_agenteval.serving.resolve import resolve_model_path
-from pytest_agenteval.serving.session import pick_backend
+from pytest_agenteval.models import ModelChoice, choose_model
+from pytest_agenteval.models.serve.launcher import LaunchError
+from pytest_agenteval.models.serve.resolve import resolve_model_path
+from pytest_agenteval.models.serve.session import pick_backend
 
 from .test_resolve import make_adapter, make_checkpoint
 

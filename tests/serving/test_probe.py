@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.serving.probe import adapter_is_live
+from pytest_agenteval.models.serve.probe import adapter_is_live
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ def test_adapter_is_live(base: list[float], adapter: list[float], live: bool) ->
 def test_probe_over_http_on_a_real_server_sees_a_no_op_adapter(llama_server: str) -> None:
     """The same weights under both names (as a zero or unapplied adapter would be): the
     greedy logprobs match exactly, so the probe says not live."""
-    from pytest_agenteval.serving.probe import PROBE_TOKENS, probe_adapter
+    from pytest_agenteval.models.serve.probe import PROBE_TOKENS, probe_adapter
 
     result = probe_adapter(llama_server, None, "smollm2", "smollm2")
     assert len(result["base_logprobs"]) == PROBE_TOKENS
@@ -35,10 +35,10 @@ def test_probe_over_http_on_a_real_server_sees_a_no_op_adapter(llama_server: str
 def test_a_dead_adapter_is_a_recorded_warning_and_with_strict_an_error(llama_server: str, tmp_path) -> None:
     from types import SimpleNamespace
 
-    from pytest_agenteval.serving.commands import ServerSpec
-    from pytest_agenteval.serving.launcher import LaunchedServer, LaunchError
-    from pytest_agenteval.serving.resolve import ResolvedModel
-    from pytest_agenteval.serving.session import Launch, _probe_adapters
+    from pytest_agenteval.models.serve.commands import ServerSpec
+    from pytest_agenteval.models.serve.launcher import LaunchedServer, LaunchError
+    from pytest_agenteval.models.serve.resolve import ResolvedModel
+    from pytest_agenteval.models.serve.session import Launch, _probe_adapters
 
     port = int(llama_server.rsplit(":", 1)[1].split("/")[0])
     spec = ServerSpec("vllm", (), port, "smollm2", None, adapters={"smollm2": str(tmp_path)})

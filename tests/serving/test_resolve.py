@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.serving.resolve import (
+from pytest_agenteval.models.serve.resolve import (
     FileHashes,
     ResolveError,
     register_scheme,

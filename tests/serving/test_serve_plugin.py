@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from pytest_agenteval.serving.launcher import group_empty
-from pytest_agenteval.serving.session import KEEP_FILE, read_state, stop_kept
+from pytest_agenteval.models.serve.launcher import group_empty
+from pytest_agenteval.models.serve.session import KEEP_FILE, read_state, stop_kept
 from tests.conftest import interruptible, read_results
 
 from .test_launcher import running, wait_until
@@ -20,7 +20,7 @@ POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 # Kills the launched server group (guard, server) right after the first item.
 KILL_AFTER_FIRST = """
 import os, signal
-from pytest_agenteval.serving.launcher import ACTIVE
+from pytest_agenteval.models.serve.launcher import ACTIVE
 
 done = []
 
@@ -154,7 +154,7 @@ def test_serve_keep_reuses_the_server_and_restarts_it_on_a_change(run_suite, tmp
 CTRL_C_CONFTEST = """
 import time
 from pathlib import Path
-from pytest_agenteval.serving.launcher import ACTIVE
+from pytest_agenteval.models.serve.launcher import ACTIVE
 
 def pytest_runtest_setup(item):
     Path("guard.pid").write_text(str(ACTIVE[0].pid))

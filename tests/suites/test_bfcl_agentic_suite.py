@@ -7,9 +7,9 @@ import importlib.util
 
 import pytest
 
-from pytest_agenteval.bfcl._agentic_data import load_agentic
-from pytest_agenteval.bfcl._data import find_data_dir
-from pytest_agenteval.bfcl._mt_env import missing_requirements
+from pytest_agenteval.tasks.bfcl._agentic_data import load_agentic
+from pytest_agenteval.tasks.bfcl._data import find_data_dir
+from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.bfcl.memory_script import MemoryModel
 from tests.bfcl.search_script import SearchModel
@@ -17,7 +17,7 @@ from tests.bfcl.search_server import SearchServer
 from tests.conftest import read_results
 
 SUITE = """
-from pytest_agenteval.bfcl.suite import Bfcl
+from pytest_agenteval.tasks.bfcl.suite import Bfcl
 
 agenteval_suite = Bfcl()
 
@@ -79,7 +79,7 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
 
 def _official_agrees(export, summary, categories) -> dict:
     """bfcl-eval's own evaluation of the exported files gives our counts."""
-    from pytest_agenteval.bfcl._export import export_model_name
+    from pytest_agenteval.tasks.bfcl._export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     if any(importlib.util.find_spec(module) is None for module in REQUIREMENTS):
@@ -148,7 +148,7 @@ def test_a_search_backend_that_is_not_a_url_is_a_usage_error(bfcl) -> None:
 
 
 def test_format_sensitivity_reports_the_spread_across_configurations(bfcl) -> None:
-    from pytest_agenteval.bfcl._format_sensitivity import load_format_sensitivity
+    from pytest_agenteval.tasks.bfcl._format_sensitivity import load_format_sensitivity
     from tests.bfcl.test_format_sensitivity import _oracle, render
 
     entry = load_format_sensitivity(find_data_dir())[0]

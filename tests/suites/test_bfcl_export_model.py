@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl import load_bfcl
+from pytest_agenteval.tasks.bfcl import load_bfcl
 from tests.conftest import read_results, write_jsonl
 from tests.suites.test_bfcl_suite import SUITE, oracle_text
 

@@ -8,15 +8,15 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl._data import MULTI_TURN_CATEGORIES, find_data_dir
-from pytest_agenteval.bfcl._mt_data import load_multi_turn
-from pytest_agenteval.bfcl._mt_env import missing_requirements
+from pytest_agenteval.tasks.bfcl._data import MULTI_TURN_CATEGORIES, find_data_dir
+from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
+from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 
 SUITE = """
-from pytest_agenteval.bfcl.suite import Bfcl
+from pytest_agenteval.tasks.bfcl.suite import Bfcl
 
 agenteval_suite = Bfcl()
 
@@ -114,7 +114,7 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
 def test_the_official_evaluation_of_the_export_gives_our_scores(
     bfcl: pytest.Pytester, selected, style
 ) -> None:
-    from pytest_agenteval.bfcl._export import export_model_name
+    from pytest_agenteval.tasks.bfcl._export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     for module in REQUIREMENTS:

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from pytest_agenteval.bfcl import load_bfcl, score_text
+from pytest_agenteval.tasks.bfcl import load_bfcl, score_text
 from tests.conftest import read_results, write_jsonl
 
 SUITE = """
-from pytest_agenteval.bfcl.suite import Bfcl
+from pytest_agenteval.tasks.bfcl.suite import Bfcl
 
 agenteval_suite = Bfcl()
 

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from pytest_agenteval.gaia import load_gaia
+from pytest_agenteval.tasks.gaia import load_gaia
 from tests.conftest import read_results, write_jsonl
 from tests.gaia import make_synthetic
 
 SUITE = """
-from pytest_agenteval.gaia.suite import Gaia
+from pytest_agenteval.tasks.gaia.suite import Gaia
 
 agenteval_suite = Gaia()
 
@@ -24,7 +24,7 @@ def test_gaia(evaluation):
 
 USER_AGENT = """
 import pytest
-from pytest_agenteval.gaia import AgentResult
+from pytest_agenteval.tasks.gaia import AgentResult
 
 CALLS = []
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.aime25._conversation import TOOLS
-from pytest_agenteval.aime25._protocol import initial_messages
-from pytest_agenteval.aime25.suite import text_only_messages
-from pytest_agenteval.samplers import LlamaSampler, SamplingParams, embedded_model_path
-from pytest_agenteval.samplers._transformers import TransformersSampler, probe_adapter
-from pytest_agenteval.serving.probe import adapter_is_live
+from pytest_agenteval.models import LlamaSampler, SamplingParams, embedded_model_path
+from pytest_agenteval.models._transformers import TransformersSampler, probe_adapter
+from pytest_agenteval.models.serve.probe import adapter_is_live
+from pytest_agenteval.tasks.aime25._conversation import TOOLS
+from pytest_agenteval.tasks.aime25._protocol import initial_messages
+from pytest_agenteval.tasks.aime25.suite import text_only_messages
 
 # Our own problems: digits, powers, braces, inequalities and a long number, since the
 # gguf's `smollm` pre-tokenizer is mapped to GPT-2's regex by transformers.

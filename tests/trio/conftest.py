@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.samplers import LlamaSampler, embedded_model_path
+from pytest_agenteval.models import LlamaSampler, embedded_model_path
 from pytest_agenteval.testing._sdk_server import SdkServer, SdkServerConfig, gguf_tokenizer_dir
 
 

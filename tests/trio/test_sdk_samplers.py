@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from transformers import AutoTokenizer
 
-from pytest_agenteval.aime25._conversation import TOOLS
-from pytest_agenteval.aime25._protocol import initial_messages
-from pytest_agenteval.aime25.suite import text_only_messages
+from pytest_agenteval.tasks.aime25._conversation import TOOLS
+from pytest_agenteval.tasks.aime25._protocol import initial_messages
+from pytest_agenteval.tasks.aime25.suite import text_only_messages
 from tests.conftest import TINY_PROBLEMS, interruptible, read_results
 
 SMALL = (

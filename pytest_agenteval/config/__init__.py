@@ -1,0 +1,2 @@
+"""Every command-line option, declared once (flag, ini key, type, default, help), and the
+`Settings` each process reads."""

@@ -1,0 +1,428 @@
+"""Any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_agenteval.api.sampler import (
+    Completion,
+    FatalRequestError,
+    Message,
+    ModelIdentity,
+    SamplerError,
+    SamplingParams,
+    ToolCall,
+    approx_token_count,
+    request_priority,
+)
+from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
+from pytest_agenteval.models._health import EndpointHealth
+from pytest_agenteval.models._http import HttpClient, IdleTimeout
+from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from pytest_agenteval.models._slots import PrioritySlots
+from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
+from pytest_agenteval.models._template import ChatTokenizer
+
+# Retry causes that say the endpoint is unwell (for the circuit breaker); 429 is not one.
+UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
+STALLS = ("stall", "deadline", "timeout")  # idle stream, max_tokens deadline, --request-timeout
+STALL_NAMES = {"stall": "idle", "deadline": "deadline", "timeout": "request_timeout"}
+
+
+class _Retryable(Exception):
+    def __init__(self, cause: str, retry_after: float | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.retry_after = retry_after
+
+
+class OpenAISampler:
+    """Chat completions over HTTP with per-endpoint concurrency, least-loaded balancing
+    across endpoints, and bounded retries. The API key is read from the environment
+    variable named by `api_key_env` and is never recorded."""
+
+    supports_n = True  # `n` samples in one request (complete_n)
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        model_name: str,
+        *,
+        concurrency: int = 32,
+        api_key_env: str = "OPENAI_API_KEY",
+        request_timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+        native_tools: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+        tokenizer: ChatTokenizer | None = None,
+        continuation: str = "messages",
+        api_key: str | None = None,
+        launched: Mapping[str, str] | None = None,
+        fingerprint: str = "",
+        stream: bool = True,
+        idle_timeout_s: float = 60.0,
+    ) -> None:
+        self.endpoints = [url.rstrip("/") for url in endpoints]
+        self.model_name = model_name
+        self.concurrency = concurrency
+        self.native_tools = native_tools
+        self.request_timeout_s = request_timeout_s
+        self.retry = retry or RetryPolicy()
+        self.extra_body = dict(extra_body or {})
+        self._api_key = api_key or os.environ.get(api_key_env) or None
+        # servers this run launched (url -> log): a refused connection there means it died
+        self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
+        self._dead: set[str] = set()
+        self.identity = ModelIdentity(
+            backend="openai",
+            name=model_name,
+            # a launched server's port changes every run; its model identity does not
+            location="launched" if self.launched else ",".join(self.endpoints),
+            fingerprint=fingerprint,
+            details={"api_key_env": api_key_env},
+        )
+        self._slots: PrioritySlots | None = None
+        self._in_flight = Counter[str]()
+        self._session: HttpClient | None = None
+        self._rng = random.Random(0)
+        self._counts = Counter[str]()
+        self.counter = EndpointCounter(self, tokenizer)
+        # token-in/token-out: prompts as ids on /v1/completions (vLLM), rendered by /tokenize
+        self.token_io = continuation == "tokens"
+        self._local_tokenizer = tokenizer
+        # SSE with an idle timeout where the endpoint streams; else a max_tokens deadline
+        self.stream = stream
+        self.idle_timeout_s = idle_timeout_s
+        self._no_stream: set[str] = set()  # endpoints that refused `stream: true`
+        self.health = EndpointHealth(self.endpoints)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _ensure_session(self) -> HttpClient:
+        if self._session is None:
+            self._session = HttpClient(max_idle=self.concurrency + 4)
+            self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
+        return self._session
+
+    def body(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [dict(m) for m in messages],
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            **self.extra_body,
+        }
+        if params.top_k > 0:  # not an OpenAI field: only sent when asked for
+            body["top_k"] = params.top_k
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if tools:
+            body["tools"] = [dict(t) for t in tools]
+            if tool_choice:
+                body["tool_choice"] = tool_choice
+        return body
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion:
+        """`tool_choice="none"`: the tools go into the chat template, the calls come back
+        as raw text (no server-side tool parser needed, e.g. plain `vllm serve`)."""
+        return (await self._request(self.body(messages, params, tools, tool_choice)))[0]
+
+    def chat_tokenizer(self) -> Any:
+        """The template and tokenizer continuation renders with: `--tokenizer`, else the
+        server's own (`/tokenize` with messages)."""
+        return self._local_tokenizer or ServerChatTokenizer(self.counter)
+
+    async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
+        """Sample from token ids (vLLM `/v1/completions`, `prompt=[ids]`); the sampled ids
+        come back with `return_token_ids`."""
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "prompt": list(prompt),
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            "seed": params.seed,
+            "return_token_ids": True,  # the sampled ids, the end-of-sequence id included
+            **{k: v for k, v in self.extra_body.items() if k != "chat_template_kwargs"},
+        }
+        if params.top_k > 0:
+            body["top_k"] = params.top_k
+        if params.stop:
+            body["stop"] = list(params.stop)
+        (completion,) = (await self._request(body, "completions"))[:1]
+        if not completion.token_ids and completion.completion_tokens:
+            raise FatalRequestError(
+                f"{self.endpoints[0]}/completions returned no token_ids (return_token_ids needs "
+                "vLLM >= 0.10.2); use --continuation messages"
+            )
+        return completion
+
+    async def complete_n(
+        self, messages: Sequence[Message], params: SamplingParams, n: int
+    ) -> list[Completion]:
+        """n samples in one request (`n`), all under the request's seed. A server that
+        ignores `n` gets the missing samples as single requests with seeds seed+1, ..."""
+        body = {**self.body(messages, params), "n": n}
+        completions = await self._request(body)
+        self._counts["n_requests"] += 1
+        for extra in range(len(completions), n):
+            self._counts["n_unsupported_fallbacks"] += 1
+            single = SamplingParams(**{**params.as_dict(), "stop": params.stop, "seed": params.seed + extra})
+            completions.append(await self.complete(messages, single))
+        return completions[:n]
+
+    async def _request(self, body: dict[str, Any], route: str = "chat/completions") -> list[Completion]:
+        """Send with retries; endpoints out of the rotation are skipped, a retry after an
+        endpoint's failure goes to another one at once, and when every endpoint has been
+        down past the retry budget the request fails without waiting it out."""
+        session = self._ensure_session()
+        assert self._slots is not None
+        priority = request_priority.get()
+        started = time.monotonic()
+        attempt, avoid = 0, None
+        while True:
+            async with self._slots.slot(priority):
+                endpoint, wait = self._pick_endpoint(avoid)
+                if endpoint is not None:
+                    attempt += 1
+                    self._in_flight[endpoint] += 1
+                    try:
+                        self._counts["requests"] += 1
+                        sent = time.monotonic()
+                        data = await self._post(session, endpoint, body, route)
+                        completions = _parse_completions(data, time.monotonic() - started, attempt)
+                        self._counts["ok"] += 1
+                        self._observe(endpoint, completions, time.monotonic() - sent)
+                        return completions
+                    except _Retryable as exc:
+                        failure = exc
+                        self._note_failure(endpoint, exc.cause)
+                    except FatalRequestError:
+                        self.health.succeeded(endpoint)  # it answered: alive
+                        raise
+                    finally:
+                        self._in_flight[endpoint] -= 1
+                        self.health.release(endpoint)  # a probe cancelled or raising: free it
+            if endpoint is None:  # every endpoint is out of the rotation
+                self._check_outage()
+                await asyncio.sleep(wait)
+                continue
+            if failure.cause == "connection" and self._launched_dead(endpoint):
+                attempt -= 1  # drained: the other replicas take the request at once
+                continue
+            self._check_outage(failure.cause)
+            avoid = endpoint
+            wait = self.retry.delay(attempt, failure.retry_after, self._rng)
+            if failure.cause in (*STALLS, "stream_interrupted") or (
+                failure.cause != "429" and self.health.healthy_other_than(endpoint)
+            ):
+                wait = 0.0  # the stall was the wait; or another endpoint takes it now
+            if not self.retry.should_retry(attempt, started, wait):
+                self._counts[f"gave_up_{failure.cause}"] += 1
+                raise SamplerError(
+                    f"{endpoint}: gave up after {attempt} attempts "
+                    f"({time.monotonic() - started:.1f} s); last error: {failure.cause}"
+                )
+            self._counts["retries"] += 1
+            self._counts[f"retry_{failure.cause}"] += 1
+            await asyncio.sleep(wait)
+
+    def _pick_endpoint(self, avoid: str | None) -> tuple[str | None, float]:
+        """The health's pick; when every launched server is dead, an error at once (with
+        the logs) instead of minutes of retries."""
+        if self._dead and self.health.all_retired():
+            logs = ", ".join(self.launched[url] for url in self.endpoints if url in self.launched)
+            raise SamplerError(f"the launched server died (connection refused); its log: {logs}")
+        return self.health.pick(self._in_flight, avoid)
+
+    def _launched_dead(self, endpoint: str) -> bool:
+        """A launched loopback server that refuses connections has exited: drain it."""
+        if endpoint not in self.launched:
+            return False
+        if endpoint not in self._dead:
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(endpoint)
+            try:
+                socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=2).close()
+                return False
+            except OSError:
+                self._dead.add(endpoint)
+                self.health.retire(endpoint)
+                self._counts["launched_server_died"] += 1
+        return True
+
+    def _note_failure(self, endpoint: str, cause: str) -> None:
+        if cause in STALLS:
+            self._counts[f"stalls_{STALL_NAMES[cause]}"] += 1
+        if cause in UNHEALTHY or cause.isdigit() and int(cause) >= 500:
+            self.health.failed(endpoint)
+        else:
+            self.health.neutral(endpoint)
+
+    def _check_outage(self, cause: str | None = None) -> None:
+        """Every endpoint down for longer than a request may retry: fail now, with one line."""
+        down = self.health.all_down_for()
+        if down and down >= self.retry.max_total_s:
+            self._counts["gave_up_all_down"] += 1
+            last = f"; last error: {cause}" if cause else ""
+            raise SamplerError(
+                f"every endpoint is down ({', '.join(self.endpoints)}) for {down:.1f} s, past the "
+                f"retry budget of {self.retry.max_total_s:g} s (--retry-max-seconds){last}"
+            )
+
+    def _observe(self, endpoint: str, completions: Sequence[Completion], seconds: float) -> None:
+        tokens = sum(c.completion_tokens for c in completions)
+        self.health.succeeded(endpoint, tokens / max(1, len(completions)), seconds)
+
+    def _streams(self, endpoint: str, body: Mapping[str, Any]) -> bool:
+        # token ids come back whole only without streaming
+        return self.stream and endpoint not in self._no_stream and "return_token_ids" not in body
+
+    async def _post(
+        self, session: HttpClient, endpoint: str, body: dict[str, Any], route: str
+    ) -> dict[str, Any]:
+        url = f"{endpoint}/{route}"
+        streaming = self._streams(endpoint, body)
+        if streaming:  # silence between chunks is the stall signal
+            sent = {**body, "stream": True, "stream_options": {"include_usage": True}}
+            timeout, idle = self.request_timeout_s, self.idle_timeout_s
+            cause = "stall"
+        else:  # no chunks to watch: a deadline from max_tokens and the endpoint's throughput
+            sent, idle = body, None
+            limit = self.health.deadline(endpoint, int(body.get("max_tokens") or 0), self.idle_timeout_s)
+            deadline = limit is not None and limit < self.request_timeout_s
+            timeout = limit if deadline else self.request_timeout_s
+            cause = "deadline" if deadline else "timeout"
+        try:
+            async with await session.post(url, sent, self._headers(), timeout=timeout, idle=idle) as response:
+                status = response.status
+                retry_after = parse_retry_after(response.headers.get("retry-after"))
+                events = response.content_type == "text/event-stream"
+                if status == 200 and events:
+                    data = await read_stream(response.lines())
+                    await response.drain()  # the body's end after [DONE]: keep the connection
+                    return data
+                raw = await response.read()
+        except IdleTimeout as exc:  # nothing for idle_timeout_s
+            raise _Retryable("stall") from exc
+        except asyncio.TimeoutError as exc:  # the whole request's time
+            raise _Retryable("timeout" if streaming else cause) from exc
+        except StreamInterrupted as exc:  # cut short by the server: it gets deadlines instead
+            self._no_stream.add(endpoint)
+            raise _Retryable("stream_interrupted") from exc
+        except (StreamError, ValueError) as exc:  # ValueError: a line past MAX_LINE
+            raise _Retryable("truncated") from exc
+        except (ConnectionError, OSError) as exc:  # HttpError is one
+            raise _Retryable("connection") from exc
+        if streaming and status in (400, 422) and "stream" in _error_message(raw).lower():
+            self._no_stream.add(endpoint)  # refuses SSE: from now on, deadlines instead
+            self._counts["stream_refused"] += 1
+            self._counts["requests"] += 1  # the refused one was sent too
+            return await self._post(session, endpoint, body, route)
+        if status in FATAL_STATUS:
+            self._counts[f"fatal_{status}"] += 1
+            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+        if status in RETRYABLE_STATUS or status >= 500:
+            raise _Retryable(str(status), retry_after)
+        if status >= 400:
+            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _Retryable("bad_json") from exc
+
+    def count_tokens(self, text: str) -> int:
+        return approx_token_count(text)
+
+    def stats(self) -> dict[str, Any]:
+        return dict(sorted((self._counts + self.health.counts).items()))
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered, over all endpoints."""
+        return sum(self._in_flight.values())
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+def _error_message(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+        error = payload.get("error", payload)
+        if isinstance(error, Mapping):
+            return str(error.get("message") or error)
+        return str(error)
+    except (json.JSONDecodeError, AttributeError):
+        return text[:200] or "(empty body)"
+
+
+def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -> list[Completion]:
+    """Every choice; the request's attempts are counted once, on the first."""
+    try:
+        choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
+        if not choices:
+            raise IndexError("no choices")
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _Retryable("bad_json") from exc
+    usage = data.get("usage") or {}
+    return [
+        _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0)
+        for i, choice in enumerate(choices)
+    ]
+
+
+def _parse_choice(
+    choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int
+) -> Completion:
+    if not isinstance(choice, Mapping):
+        raise _Retryable("bad_json")
+    message = choice.get("message") or {"content": choice.get("text")}  # chat, or completions
+    calls = tuple(
+        ToolCall(
+            name=(call.get("function") or {}).get("name", ""),
+            arguments=(call.get("function") or {}).get("arguments") or "",
+            id=call.get("id", ""),
+        )
+        for call in message.get("tool_calls") or ()
+    )
+    return Completion(
+        text=message.get("content") or "",
+        finish_reason=choice.get("finish_reason") or "stop",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        tool_calls=calls,
+        latency_s=latency,
+        attempts=attempts,
+        token_ids=tuple(int(t) for t in choice.get("token_ids") or ()),
+    )

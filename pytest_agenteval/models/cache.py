@@ -1,0 +1,298 @@
+"""The generation cache: every finished completion (and sandbox observation) on disk,
+keyed by model identity, exact messages, every sampling parameter and the seed.
+
+Storage is append-only JSONL segments, one per writing process (`<key>\\t<json>\\t<crc32>`
+lines), so any number of xdist workers, or machines sharing the folder, write without
+locks. A torn last line (a killed process) is skipped when read; so is a corrupted line
+anywhere in a segment (bad checksum, no key, NUL blocks a crash left), and that is said
+once per segment: those generations are simply requested again. A write that fails (the
+disk is full, the folder went read-only) stops caching for the run with one note; the
+generation itself is kept and the run goes on."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import hashlib
+import json
+import os
+import socket
+import threading
+import uuid
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
+
+KEY_LENGTH = 64  # hex sha256
+
+
+def _digest(payload: Any) -> str:
+    canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class GenerationCache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._index: dict[str, tuple[Path, int, int]] = {}  # key -> (segment, offset, length)
+        self._offsets: dict[Path, int] = {}
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._segment = directory / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self.hits = 0
+        self.writes = 0
+        self.notes: list[str] = []  # storage problems, one line each, for the summary
+        self._broken: str | None = None  # why writing stopped
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._stop(exc)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Index lines other processes appended since the last look."""
+        with self._lock:
+            for segment in sorted(self.directory.glob("*.jsonl")):
+                try:
+                    self._scan(segment)
+                except OSError as exc:  # unreadable: its generations are requested again
+                    self._note(f"cache segment {segment}: not readable ({exc.strerror or exc}); skipped")
+
+    def _scan(self, segment: Path) -> None:
+        start = self._offsets.get(segment, 0)
+        corrupt = 0
+        with segment.open("rb") as handle:
+            handle.seek(start)
+            offset = start
+            for line in handle:
+                if not line.endswith(b"\n"):
+                    break  # torn write: ignore it and everything after
+                body = line.lstrip(b"\0")  # a crash can leave NUL blocks before a good line
+                where = _entry(body, offset + len(line) - len(body))
+                if where is None or len(body) < len(line):
+                    corrupt += 1  # a NUL block stands where some entry was
+                if where is not None:
+                    self._index[where[0]] = (segment, where[1], where[2])
+                offset += len(line)
+        self._offsets[segment] = offset
+        if corrupt:
+            self._note(
+                f"cache segment {segment}: {corrupt} corrupt line(s) skipped; "
+                "those generations are requested again"
+            )
+
+    def _note(self, line: str) -> None:
+        if line not in self.notes:
+            self.notes.append(line)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            where = self._index.get(key)
+        if where is None:
+            return None
+        segment, offset, length = where
+        try:
+            with segment.open("rb") as handle:
+                handle.seek(offset)
+                value = json.loads(handle.read(length))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            self._note(f"cache segment {segment}: an unreadable entry was requested again")
+            return None
+        self.hits += 1
+        return value
+
+    def put(self, key: str, value: Any) -> None:
+        """Append one entry; a failing disk stops caching (one note), never the run."""
+        payload = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        line = key.encode("ascii") + b"\t" + payload + b"\t%08x\n" % zlib.crc32(payload)
+        with self._lock:
+            if self._broken is not None:
+                return
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self._segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    self._offsets[self._segment] = 0
+                offset = self._offsets[self._segment]
+                written = os.write(self._fd, line)  # one write of a whole line: no interleaving
+                if written != len(line):  # a full disk took part of the line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError as exc:
+                self._stop(exc)
+                return
+            self._offsets[self._segment] = offset + len(line)
+            self._index[key] = (self._segment, offset + KEY_LENGTH + 1, len(payload))
+            self.writes += 1
+
+    def _stop(self, exc: OSError) -> None:
+        self._broken = exc.strerror or str(exc)
+        self._note(
+            f"the generation cache in {self.directory} could not be written "
+            f"({self._broken}): caching stopped there; this run's results are "
+            "complete, a rerun requests again only what was not cached"
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    # -- keys and values ------------------------------------------------------------
+    @staticmethod
+    def completion_key(
+        model: Mapping[str, Any],
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> str:
+        return _digest(
+            {
+                "model": model,
+                "messages": [dict(m) for m in messages],
+                "params": params.as_dict(),
+                "tools": [dict(t) for t in tools or ()],
+            }
+        )
+
+    @staticmethod
+    def tool_key(
+        suite: str, problem_id: str, sample_seed: int, call_index: int, code: str, sandbox: Any = None
+    ) -> str:
+        return _digest({"tool": [suite, problem_id, sample_seed, call_index, code], "sandbox": sandbox})
+
+    def get_tool(self, key: str) -> Any:
+        from pytest_agenteval.sandbox import ExecutionResult
+
+        value = self.get(key)
+        if value is None:
+            return None
+        value.pop("cached", None)
+        return _Cached(ExecutionResult(**value))
+
+    def put_tool(self, key: str, result: Any) -> None:
+        self.put(key, dataclasses.asdict(result))
+
+
+def _entry(line: bytes, offset: int) -> tuple[str, int, int] | None:
+    """(key, value offset, value length) of one whole line at offset, None if corrupt.
+    Lines without a checksum (older caches) are taken as they are."""
+    if len(line) <= KEY_LENGTH + 2 or line[KEY_LENGTH] != 0x09:  # tab
+        return None
+    key = line[:KEY_LENGTH]
+    if key.translate(None, b"0123456789abcdef"):
+        return None  # not a hex digest
+    end = len(line) - 1  # the newline
+    if end - KEY_LENGTH > 10 and line[end - 9] == 0x09:
+        try:
+            crc = int(line[end - 8 : end], 16)
+        except ValueError:
+            return None
+        end -= 9
+        if crc != zlib.crc32(memoryview(line)[KEY_LENGTH + 1 : end]):
+            return None
+    return key.decode("ascii"), offset + KEY_LENGTH + 1, end - KEY_LENGTH - 1
+
+
+class _Cached:
+    """A cached ExecutionResult that says it came from the cache."""
+
+    cached = True
+
+    def __init__(self, result: Any) -> None:
+        self._result = result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._result, name)
+
+
+def _completion_to_dict(completion: Completion) -> dict[str, Any]:
+    data = dataclasses.asdict(completion)
+    data["tool_calls"] = [dataclasses.asdict(call) for call in completion.tool_calls]
+    return data
+
+
+def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
+    fields = dict(data)
+    fields["tool_calls"] = tuple(ToolCall(**call) for call in fields.get("tool_calls", ()))
+    fields["token_ids"] = tuple(fields.get("token_ids", ()))
+    fields.update(attempts=0, cached=True)
+    return Completion(**fields)
+
+
+class CachingSampler:
+    """Wraps a sampler: serve finished completions from the cache, store new ones."""
+
+    def __init__(self, inner: Any, cache: GenerationCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.identity = inner.identity
+        self.native_tools = inner.native_tools
+        self._model_key = {
+            "backend": inner.identity.backend,
+            "name": inner.identity.name,
+            "location": inner.identity.location if inner.identity.backend == "openai" else "",
+            "fingerprint": inner.identity.fingerprint,
+            # sent with every request (e.g. chat_template_kwargs): changes the output
+            "extra_body": dict(getattr(inner, "extra_body", {}) or {}),
+            # bumped when a backend's sampling changes (in-process: own template, min_p off)
+            "sampling_version": getattr(inner, "sampling_version", 1),
+        }
+        self.supports_n = getattr(inner, "supports_n", False)
+        self.token_io = getattr(inner, "token_io", False)
+        self.counter = getattr(inner, "counter", None)
+
+    def chat_tokenizer(self) -> Any:
+        return self.inner.chat_tokenizer()
+
+    async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
+        key = _digest({"model": self._model_key, "prompt_ids": list(prompt), "params": params.as_dict()})
+        hit = self.cache.get(key)
+        if hit is not None:
+            return _completion_from_dict(hit)
+        completion = await self.inner.complete_tokens(prompt, params)
+        self.cache.put(key, _completion_to_dict(completion))
+        return completion
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> Completion:
+        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
+        key = self.cache.completion_key(model, messages, params, tools)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return _completion_from_dict(hit)
+        extra = {"tool_choice": tool_choice} if tool_choice else {}
+        completion = await self.inner.complete(messages, params, tools, **extra)
+        self.cache.put(key, _completion_to_dict(completion))
+        return completion
+
+    async def complete_n(
+        self, messages: Sequence[Message], params: SamplingParams, n: int
+    ) -> list[Completion]:
+        key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return [_completion_from_dict(item) for item in hit]
+        completions = await self.inner.complete_n(messages, params, n)
+        self.cache.put(key, [_completion_to_dict(c) for c in completions])
+        return completions
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.inner.stats(), "cache_hits": self.cache.hits, "cache_writes": self.cache.writes}
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+        self.cache.close()

@@ -1,0 +1,143 @@
+"""CI-native outputs of a run: each item's record and each suite's headline metrics and
+gate verdicts as JUnit properties (`--junitxml`; small, never texts), and the summary
+and gate table appended to `$GITHUB_STEP_SUMMARY` when it is set."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PREFIX = "agenteval"
+MAX_ERROR = 300  # characters of an item's error kept in its property
+SUITE_METRICS = {
+    "math": ("average_at_n", "pass_at_n", "format_rate", "maj_at_n"),
+    "bfcl": ("accuracy", "lenient_accuracy", "weighted_accuracy", "error_rate"),
+    "gaia": ("accuracy",),
+}
+
+
+def item_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What one item's testcase carries: counts and stop reasons, the error if any."""
+    generations = record.get("generations") or ()
+    stops = Counter(str(g.get("stop_reason")) for g in generations)
+    properties = [
+        (f"{PREFIX}.num_correct", str(record.get("num_correct", 0))),
+        (f"{PREFIX}.n", str(record.get("val_n", len(generations)))),
+        (f"{PREFIX}.pass_at_n", str(bool(record.get("pass_at_n"))).lower()),
+        (f"{PREFIX}.stop_reasons", ",".join(f"{k}={v}" for k, v in sorted(stops.items()))),
+    ]
+    if record.get("error"):
+        properties.append((f"{PREFIX}.error", str(record["error"])[:MAX_ERROR]))
+    return properties
+
+
+def _number(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def suite_properties(
+    summaries: Sequence[Mapping[str, Any]], gates: Sequence[Any], comparisons: Sequence[Any]
+):
+    """Suite-level properties: headline metrics, completeness, every gate and comparison."""
+    from pytest_agenteval.report._analysis import suite_kind
+
+    properties: list[tuple[str, str]] = []
+    for summary in summaries:
+        name = f"{PREFIX}.{summary['suite']}"
+        properties += [
+            (f"{name}.problems", str(summary.get("problems"))),
+            (f"{name}.n", str(summary.get("val_n"))),
+        ]
+        for metric in SUITE_METRICS.get(suite_kind(summary), ()):
+            if isinstance(summary.get(metric), (int, float)):
+                properties.append((f"{name}.{metric}", _number(summary[metric])))
+        for category, values in (summary.get("per_category") or summary.get("per_level") or {}).items():
+            properties.append((f"{name}.{category}.accuracy", _number(values.get("accuracy"))))
+        properties.append((f"{name}.complete", str(bool(summary.get("complete"))).lower()))
+    for index, result in enumerate(gates, 1):
+        verdict = "PASS" if result.passed else "FAIL"
+        properties.append((f"{PREFIX}.gate.{index}", f"{verdict} {result.gate.expression} ({result.reason})"))
+    for comparison in comparisons:
+        verdict = "PASS" if comparison.passed else "FAIL"
+        properties.append((f"{PREFIX}.compare.{comparison.suite}", f"{verdict} {comparison.reason}"))
+    return properties
+
+
+def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> None:
+    """Put the properties first in the <testsuite> pytest wrote (after its own, e.g.
+    `record_testsuite_property`), atomically."""
+    import xml.etree.ElementTree as ET  # at the end of a --junitxml run only
+
+    tree = ET.parse(path)
+    suite = tree.getroot() if tree.getroot().tag == "testsuite" else tree.getroot().find("testsuite")
+    if suite is None:
+        return
+    node = suite.find("properties")
+    if node is None:
+        node = ET.Element("properties")
+        suite.insert(0, node)
+    for name, value in properties:
+        ET.SubElement(node, "property", name=name, value=value)
+    partial = path.with_name(path.name + ".partial")
+    tree.write(partial, encoding="utf-8", xml_declaration=True)
+    os.replace(partial, path)
+
+
+def step_summary(
+    summaries: Sequence[Mapping[str, Any]], gates: Sequence[Any], comparisons: Sequence[Any]
+) -> str:
+    """The job summary: each suite's headline table, then the gates and the comparison."""
+    from pytest_agenteval.report import build
+    from pytest_agenteval.report._markdown import table_lines
+    from pytest_agenteval.report._runs import Run, SuiteRun
+    from pytest_agenteval.report._tables import headline_table
+
+    label = str(summaries[0].get("base_model") or "this run") if summaries else "this run"
+    run = Run(label, Path("."), {s["suite"]: SuiteRun(s, {}) for s in summaries})
+    lines = ["## pytest-agenteval", ""]
+    for report in build([run]):
+        lines += table_lines(headline_table(report), "###")
+    if gates or comparisons:
+        lines += ["### Gates", "", "| Gate | Verdict | Value | Why |", "|---|---|---|---|"]
+        for r in gates:
+            value = "-" if r.value is None else f"{r.value:.4f}"
+            lines.append(
+                f"| `{r.gate.expression}` | {'PASS' if r.passed else 'FAIL'} | {value} | {r.reason} |"
+            )
+        for c in comparisons:
+            verdict = "PASS" if c.passed else "FAIL"
+            lines.append(f"| baseline `{c.suite}.{c.metric}` | {verdict} | {c.diff:+.4f} | {c.reason} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+class CiOutputs:
+    """Runs after every `pytest_sessionfinish` implementation: the collector has the
+    summaries and junitxml has written its file by then."""
+
+    def __init__(self, collector: Any) -> None:
+        self.collector = collector
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        outcome = yield
+        c = self.collector
+        if not c.summaries and not c.gate_results:
+            return outcome
+        from _pytest.junitxml import xml_key
+
+        xml = session.config.stash.get(xml_key, None)
+        if xml is not None and Path(xml.logfile).is_file():
+            add_suite_properties(
+                Path(xml.logfile), suite_properties(c.summaries, c.gate_results, c.comparisons)
+            )
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if target:
+            with open(target, "a", encoding="utf-8") as handle:
+                handle.write(step_summary(c.summaries, c.gate_results, c.comparisons))
+        return outcome

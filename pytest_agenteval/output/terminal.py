@@ -1,0 +1,65 @@
+"""The terminal summary: one block per suite, then the gates and the results path."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_agenteval.output.gate import GateResult
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "-" if value is None else str(value)
+
+
+def _with_ci(summary: Mapping[str, Any], name: str) -> str:
+    interval = (summary.get("ci95") or {}).get(name)
+    value = _fmt(summary.get(name))
+    return f"{value}  [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else value
+
+
+def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]]) -> list[str]:
+    model = summary.get("model") or {}
+    complete = "complete" if summary.get("complete") else "INCOMPLETE"
+    errors = summary.get("errors") or {}
+    rows: list[tuple[str, str]] = [
+        ("model", f"{model.get('name')} ({model.get('backend')})"),
+        (
+            "problems",
+            f"{summary.get('problems')} scored, {errors.get('items', 0)} errored, "
+            f"{len(summary.get('missing') or ())} missing ({complete})",
+        ),
+        ("generations", f"{summary.get('generations')} (N={summary.get('val_n')})"),
+    ]
+    if "average_at_n" in summary:
+        rows += [
+            ("average@N", _with_ci(summary, "average_at_n")),
+            ("pass@N", _with_ci(summary, "pass_at_n")),
+            ("maj@N", _with_ci(summary, "maj_at_n")),
+            ("format", _with_ci(summary, "format_rate")),
+        ]
+        curve = summary.get("pass_at_k") or {}
+        if curve:
+            rows.append(("pass@k", "  ".join(f"k={k} {v:.3f}" for k, v in curve.items())))
+    rows += list(extra_rows)
+    tokens = summary.get("tokens") or {}
+    requests = summary.get("requests") or {}
+    rows.append(("tokens", f"prompt {tokens.get('prompt', 0)}, completion {tokens.get('completion', 0)}"))
+    rows.append(
+        (
+            "requests",
+            f"{requests.get('attempts', 0)} sent, {requests.get('retries', 0)} "
+            f"retries, {requests.get('cached_generations', 0)} cached",
+        )
+    )
+    rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s"))
+    width = max(len(label) for label, _ in rows)
+    lines = [f"{summary.get('suite')}"]
+    lines += [f"  {label:<{width}}  {value}" for label, value in rows]
+    return lines
+
+
+def gate_lines(results: Sequence[GateResult]) -> list[str]:
+    return [f"gate {'PASS' if r.passed else 'FAIL'}  {r.gate.expression}  ({r.reason})" for r in results]

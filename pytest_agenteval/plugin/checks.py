@@ -1,0 +1,243 @@
+"""Start-up checks: every option and the model choice checked before the first request, each
+failure one line naming the fix (a `pytest.UsageError`), never a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agenteval.config.options import OPTIONS, Settings
+from pytest_agenteval.models import (
+    SDK_SCHEMES,
+    ModelChoice,
+    ReplayError,
+    ReplaySource,
+    choose_model,
+    probe_endpoint,
+    probe_token_routes,
+)
+from pytest_agenteval.output.gate import GateError, check_metric_name, parse_gate
+from pytest_agenteval.output.results import RESULTS_DIR, check_writable
+from pytest_agenteval.tasks.registry import KNOWN_METRICS
+
+
+def check_endpoint_url(flag: str, url: str) -> None:
+    """An endpoint is an http(s) URL with a host and without credentials in it (they
+    would be recorded with the results, as every endpoint URL is)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a bad port raises ValueError here)
+        (parts.hostname or "").encode("idna")  # what the connection looks up: "a..b" cannot be
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # UnicodeError is one
+        valid = False
+    if not valid:
+        shown = "(not shown: it has credentials)" if "@" in url else url
+        raise pytest.UsageError(f"{flag} {shown} is not an http(s) URL; e.g. http://localhost:8000/v1")
+    if parts.username is not None:
+        raise pytest.UsageError(
+            f"{flag}: credentials in the URL are not supported (every endpoint URL is recorded with "
+            "the results); put the key in the environment variable named by --api-key-env"
+        )
+
+
+def validate_settings(settings: Settings) -> None:
+    """Range and consistency checks: one line naming the option and the fix."""
+    positive = (
+        "val_n",
+        "concurrency",
+        "max_tokens",
+        "max_attempts",
+        "samples_per_request",
+        "max_code_calls",
+        "max_assistant_turns",
+        "max_trajectory_tokens",
+        "max_assistant_tokens",
+        "max_tool_response_tokens",
+        "llama_threads",
+        "n_ctx",
+        "gaia_max_steps",
+    )
+    for name in positive:
+        if getattr(settings, name) < 1:
+            flag = next(o.flag for o in OPTIONS if o.dest == name)
+            raise pytest.UsageError(f"{flag} must be >= 1, got {getattr(settings, name)}")
+    if settings.limit < 0 or settings.limit_per_category < 0 or settings.sandbox_workers < 0:
+        raise pytest.UsageError("--limit, --limit-per-category and --sandbox-workers must be >= 0")
+    if settings.temperature < 0:
+        raise pytest.UsageError(f"--temperature must be >= 0, got {settings.temperature}")
+    if settings.bfcl_search_backend and not settings.bfcl_search_backend.startswith(("http://", "https://")):
+        raise pytest.UsageError(
+            f"--bfcl-search-backend must be an http(s) URL, got {settings.bfcl_search_backend!r}"
+        )
+    if not 0 < settings.top_p <= 1:
+        raise pytest.UsageError(f"--top-p must be in (0, 1], got {settings.top_p}")
+    if settings.sandbox_timeout <= 0 or settings.request_timeout <= 0:
+        raise pytest.UsageError("--sandbox-timeout and --request-timeout must be > 0")
+    if settings.idle_timeout <= 0:
+        raise pytest.UsageError(f"--idle-timeout must be > 0 seconds, got {settings.idle_timeout:g}")
+    for flag, urls in (("--endpoint", settings.endpoints), ("--judge-endpoint", settings.judge_endpoints)):
+        for url in urls:
+            check_endpoint_url(flag, url)
+    if settings.endpoints and settings.model_path:
+        raise pytest.UsageError(
+            "--endpoint and --model-path conflict: evaluate one model per run "
+            "(drop --model-path to use the server, or drop --endpoint)"
+        )
+    if settings.serve_timeout <= 0 or settings.serve_tp < 1:
+        raise pytest.UsageError("--serve-timeout must be > 0 and --serve-tp >= 1")
+    if settings.serve and settings.endpoints:
+        raise pytest.UsageError("--serve launches a server for --model-path; drop it with --endpoint")
+    if settings.serve and (settings.model_path or "").startswith(("replay:", "trio://", "tinker://")):
+        raise pytest.UsageError(
+            f"--serve launches a server for a .gguf, checkpoint, adapter or hub id, not for "
+            f"--model-path {settings.model_path}; drop --serve"
+        )
+    if settings.serve_gpus:
+        from pytest_agenteval.models.serve.commands import replica_devices
+
+        try:
+            replica_devices(settings.serve_gpus, settings.serve_tp)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.tokenizer:
+        from pytest_agenteval.models._template import tokenizer_from_file
+
+        try:
+            tokenizer_from_file(settings.tokenizer)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.samples_per_request > settings.val_n:
+        raise pytest.UsageError("--samples-per-request cannot exceed --val-n")
+    for flag, value, low, high in (
+        ("--datagen-opponents", settings.datagen_opponents, 0, 50),
+        ("--datagen-reasks", settings.datagen_reasks, 0, 5),
+        ("--datagen-solve", settings.datagen_solve, 0, 64),
+    ):
+        if not low <= value <= high:
+            raise pytest.UsageError(f"{flag} must be within {low}-{high}, got {value}")
+
+
+def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path | None = None) -> ModelChoice:
+    """Start-up checks of the model choice: one line naming the fix, never a traceback."""
+    try:
+        choice = choose_model(
+            settings.model_path,
+            settings.endpoints,
+            settings.model_name,
+            base_model=settings.base_model,
+            chat_template=settings.chat_template,
+        )
+        if collect_only:
+            return choice  # listing items needs no model and no server
+        if choice.kind == "openai":
+            api_key = os.environ.get(settings.api_key_env)
+            lists = {url: probe_endpoint(url, api_key) for url in choice.endpoints}
+            name = settings.model_name
+            if name is None:
+                first = lists[choice.endpoints[0]]
+                if not first:
+                    raise ValueError(f"{choice.endpoints[0]} lists no models; pass --model-name")
+                name = first[0]
+            for url, served in lists.items():  # every endpoint must serve the same model
+                if served and name not in served:
+                    raise ValueError(
+                        f"--model-name {name!r} is not served by {url} "
+                        f"(it serves: {', '.join(served)}); fix --model-name or the endpoint"
+                    )
+            choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
+            if settings.continuation == "tokens":
+                for url in choice.endpoints:
+                    probe_token_routes(url, name, api_key)
+        elif choice.kind == "replay":
+            assert choice.path is not None
+            ReplaySource(choice.path)
+        elif settings.serve:
+            pass  # the launched server is checked by _start_servers
+        elif choice.kind == "transformers":
+            check_transformers(choice, settings)
+        elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
+            from pytest_agenteval.models._sdk import open_session
+            from pytest_agenteval.models._sdk_backends import adapter_for
+
+            open_session(adapter_for(choice.kind), settings, sdk_home)
+        else:
+            import llama_cpp  # noqa: F401 - checked here so a missing build fails at start-up
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"llama-cpp-python is not importable ({exc}); install it: pip install llama-cpp-python"
+        ) from None
+    except (ValueError, ReplayError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return choice
+
+
+def check_gates(settings: Settings) -> list[Any]:
+    try:
+        gates = [parse_gate(expression) for expression in settings.gates]
+        for gate in gates:
+            check_metric_name(gate, KNOWN_METRICS)
+    except GateError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return gates
+
+
+def check_transformers(choice: ModelChoice, settings: Settings) -> None:
+    """The in-process transformers backend: imports, chat template and the adapter probe,
+    at start-up (one line on any problem)."""
+    from pytest_agenteval.models._transformers import check_checkpoint
+
+    assert choice.path is not None
+    try:
+        check_checkpoint(
+            choice.path, choice.base, settings.llama_threads, settings.chat_template, settings.strict
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def check_output(settings: Settings) -> None:
+    """The results folder must take a file now, not after hours of generation."""
+    target = Path(os.path.expanduser(settings.out)) if settings.out else Path(RESULTS_DIR) / "results.jsonl"
+    try:
+        check_writable(target)
+    except OSError as exc:
+        where = f"--agenteval-out {target}" if settings.out else f"the results folder {target.parent}"
+        raise pytest.UsageError(
+            f"{where}: not writable ({exc.strerror or exc}); choose a writable --agenteval-out path"
+        ) from None
+
+
+def check_suite_options(settings: Settings) -> None:
+    """Suite options that would otherwise fail, or mislead, only after the whole run."""
+    if settings.bfcl_weights:
+        from pytest_agenteval.tasks.bfcl.suite import parse_weights
+
+        try:
+            parse_weights(settings.bfcl_weights)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.bfcl_export_model:
+        from pytest_agenteval.tasks.bfcl._export import check_export_model
+
+        try:
+            check_export_model(settings.bfcl_export_model, settings.bfcl_style)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if settings.judge_endpoints or settings.judge_models:
+        from pytest_agenteval.tasks.datagen import check_judge_options
+
+        check_judge_options(settings)
+
+
+def check_native_style(settings: Settings, choice: ModelChoice) -> None:
+    if settings.bfcl_style == "native" and choice.kind in ("embedded", "gguf", "transformers"):
+        raise pytest.UsageError(
+            "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
+            "use --bfcl-style prompting, or serve the model and pass --endpoint"
+        )

@@ -1,0 +1,360 @@
+"""On the controller (or the only process): collect records from test reports, write
+the results file, print the summary and let the gates decide the exit status."""
+
+from __future__ import annotations
+
+import json
+import resource
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agenteval.api.records import RECORD_KEY, ProblemRecord, problem_from_dict, without_texts
+from pytest_agenteval.config.options import Settings
+from pytest_agenteval.models import ModelChoice, describe_model
+from pytest_agenteval.output import terminal as report
+from pytest_agenteval.output.compare import Comparison, compare, load_baseline
+from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
+from pytest_agenteval.output.results import (
+    ResultsFile,
+    StoredRecords,
+    default_out_path,
+    package_versions,
+    request_totals,
+    token_totals,
+)
+from pytest_agenteval.stats.metrics import summarize_suite
+from pytest_agenteval.tasks.registry import suite_by_name
+
+CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
+
+
+class ResultsCollector:
+    def __init__(
+        self, config: pytest.Config, settings: Settings, gates: Sequence[Gate], choice: ModelChoice
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.gates = list(gates)
+        self.choice = choice
+        self.started = time.time()
+        # nodeid -> its problem line without the texts, packed (about 60 bytes a generation):
+        # what the summaries need; the whole line is in the results file's keeping (on disk)
+        self.records: dict[str, bytes] = {}
+        self.expected: list[str] = []
+        self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
+        self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
+        self.backend: dict[str, int] = {}  # request counters summed over processes
+        self.results_file = ResultsFile()
+        self.out_path: Path | None = Path(settings.out) if settings.out else None
+        self.summaries: list[dict[str, Any]] = []
+        self.gate_results: list[GateResult] = []
+        self.comparisons: list[Comparison] = []
+        self.baseline = load_baseline(Path(settings.compare)) if settings.compare else None
+        self._keys: dict[int, str] = {}  # id(record) -> nodeid, at the end
+        self.written: Path | None = None
+        self.write_failed = False  # the results file is not where it was asked for
+        self.cache_notes: list[str] = []  # storage problems of every process's cache
+
+    # -- what should run ---------------------------------------------------------------
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.expected = [item.nodeid for item in session.items]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        if not self.expected:
+            self.expected = list(ids)
+
+    # -- what did run ------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[None]:
+        """Takes the record first; once every other plugin has seen the report, drops the
+        record from it: the terminal reporter keeps every report to the end of the run,
+        and with the record in it the controller's memory would grow with the run."""
+        self._take_record(report)
+        try:
+            return (yield)
+        finally:
+            if any(name == RECORD_KEY for name, _ in report.user_properties):
+                report.user_properties = [p for p in report.user_properties if p[0] != RECORD_KEY]
+
+    def _take_record(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == RECORD_KEY and report.nodeid not in self.records:
+                if not self.records:
+                    # What the summary needs (numpy, package metadata), loaded while the run
+                    # waits on the server: not at start-up, where the import thread holds
+                    # the GIL on the way to the first request (45 ms with -n 0).
+                    threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
+                self.records[report.nodeid] = _pack(without_texts(value))
+                self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
+                if value.get("error"):
+                    self.infra_errors[report.nodeid] = value["error"]
+        if report.failed and report.when != "call":
+            self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
+        if report.skipped:
+            self.skipped.add(report.nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", {})
+        self.add_backend_counts(output.get("agenteval_backend", {}))
+        self.add_storage_notes(output.get("agenteval_storage", []))
+
+    def add_storage_notes(self, notes: Sequence[str]) -> None:
+        """Cache problems of a process (workers share a folder: say each once)."""
+        self.cache_notes.extend(n for n in notes if n not in self.cache_notes)
+
+    @property
+    def storage_notes(self) -> list[str]:
+        return self.cache_notes + self.results_file.notes
+
+    def add_backend_counts(self, counts: Mapping[str, int]) -> None:
+        """Sum the processes' request counters (a crashed worker's are lost: the
+        per-generation `attempts` and `retries` in the records are the complete account)."""
+        for key, value in counts.items():
+            self.backend[key] = self.backend.get(key, 0) + value
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        if report.when == CRASH_WHEN and report.failed:
+            return "error", "E", "ERROR"  # a dead worker is infrastructure, not a wrong answer
+        return None
+
+    def _partial_target(self, suite: str) -> Path:
+        if self.out_path is None:
+            self.out_path = default_out_path([suite], self.choice.label, self.started)
+        return self.out_path
+
+    # -- the end -----------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)  # without the texts
+        keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
+        for nodeid, packed in self.records.items():
+            data = _unpack(packed)
+            suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
+            record = problem_from_dict(data, suite.score_fields)
+            by_suite[data["suite"]].append(record)
+            keys[id(record)] = nodeid
+        self._keys = keys
+        if self.config.option.collectonly or (not by_suite and not self.gates):
+            self.results_file.close()  # listing items is not an evaluation: no file, no gate
+            return
+        missing = self._missing()
+        interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        self.summaries = [
+            self._summary(name, sorted(records, key=lambda r: r.index), missing, interrupted)
+            for name, records in sorted(by_suite.items())
+        ]
+        self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
+        if self.baseline is not None:
+            self.comparisons = [
+                compare(name, records, self.baseline, self.settings.compare_tolerance, self.settings.seed)
+                for name, records in sorted(by_suite.items())
+            ]
+        for summary in self.summaries:
+            summary["gates"] = [r.as_dict() for r in self.gate_results if r.gate.suite == summary["suite"]]
+            summary["compare"] = next(
+                (c.as_dict() for c in self.comparisons if c.suite == summary["suite"]), None
+            )
+        if by_suite:
+            self._write(by_suite)
+        self._mark_for_last_failed(missing)
+        self._decide_exit(session)
+
+    def _mark_for_last_failed(self, missing: Sequence[str]) -> None:
+        """Items that never produced a record (Ctrl-C, a crash) count as failed for
+        `--lf`, so `pytest --lf` finishes the run from the generation cache."""
+        cache = getattr(self.config, "cache", None)
+        if cache is None or not missing:
+            return
+        lastfailed = dict(cache.get("cache/lastfailed", {}))
+        lastfailed.update(dict.fromkeys(missing, True))
+        cache.set("cache/lastfailed", lastfailed)
+
+    def _missing(self) -> list[str]:
+        """Expected items of agenteval files that produced no record."""
+        files = {nodeid.split("::")[0] for nodeid in self.records}
+        return [
+            n
+            for n in self.expected
+            if n not in self.records and n not in self.skipped and n.split("::")[0] in files
+        ]
+
+    def _summary(
+        self, name: str, records: list[ProblemRecord], missing: list[str], interrupted: bool
+    ) -> dict[str, Any]:
+        suite = suite_by_name(name)
+        settings = self.settings
+        scored = [r for r in records if r.complete]
+        errored = [r for r in records if not r.complete]
+        files = {r.nodeid.split("::")[0] for r in records}
+        own_missing = [n for n in missing if n.split("::")[0] in files]
+        described = suite.describe(settings)
+        finished = time.time()
+        return {
+            "type": "summary",
+            "suite": name,
+            "dataset": described.get("dataset", name),
+            "mode": described.get("mode"),
+            "base_model": self.choice.model_name or self.choice.label,
+            "model_path": settings.model_path,
+            **suite.sampling(settings),
+            "val_n": records[0].val_n if records else settings.val_n,
+            **summarize_suite(
+                suite, self._whole(scored) if suite.summarize_reads_texts else scored, settings
+            ),
+            **suite.after_run(self._whole(records), settings),  # exports need the texts
+            "complete": not errored and not own_missing and not interrupted,
+            "errors": {
+                "items": len(errored),
+                "problem_ids": [r.problem_id for r in errored],
+                "messages": {str(r.problem_id): r.error for r in errored},
+            },
+            "missing": own_missing,
+            "tokens": token_totals(records),
+            "requests": request_totals(records),
+            "backend": dict(sorted(self.backend.items())),
+            "storage": list(self.storage_notes),  # what went wrong on disk so far
+            # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
+            # (non-streamed, from max_tokens and throughput), request_timeout
+            "stalls": {
+                k.removeprefix("stalls_"): v
+                for k, v in sorted(self.backend.items())
+                if k.startswith("stalls_")
+            },
+            **described,
+            "model": describe_model(self.choice, settings),
+            "selection": {
+                "limit": settings.limit,
+                "keyword": self.config.getoption("keyword", "") or None,
+                "markexpr": self.config.getoption("markexpr", "") or None,
+                "items": len(records) + len(own_missing),
+            },
+            "config": settings.as_dict(),
+            "workers": getattr(self.config.option, "numprocesses", None) or 0,
+            "versions": package_versions(),
+            "harness": _harness_usage(),
+            "started_at": _iso(self.started),
+            "finished_at": _iso(finished),
+            "duration_s": round(finished - self.started, 3),
+        }
+
+    def _whole(self, records: Sequence[ProblemRecord]) -> StoredRecords:
+        """The same records with their texts, read back from disk one at a time."""
+
+        def decode(data: Mapping[str, Any]) -> ProblemRecord:
+            return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
+
+        return StoredRecords(self.results_file, [self._keys[id(r)] for r in records], decode)
+
+    def _write(self, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
+        path = (
+            self.out_path
+            if self.settings.out
+            else default_out_path(by_suite, self.choice.label, self.started)
+        )
+        records = self._whole(
+            [r for name in sorted(by_suite) for r in sorted(by_suite[name], key=lambda r: r.index)]
+        )
+        hint = None if self.settings.no_cache else "the generation cache"
+        if hint and self.settings.cache_dir:
+            hint += f" in {self.settings.cache_dir}"
+        recover = f"{hint} (rerun the same command: nothing finished is requested again)" if hint else ""
+        self.written = self.results_file.finalize(path, records, self.summaries, recover)
+        self.write_failed = self.written != path
+
+    def _decide_exit(self, session: pytest.Session) -> None:
+        if self.write_failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the asked-for file is missing
+            return
+        if any("FatalRequestError" in error for error in self.infra_errors.values()):
+            # a refused request stopped the run like -x: the same status with or without xdist
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        if not self.gates and self.baseline is None:
+            return  # plain pytest semantics
+        if session.exitstatus not in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.TESTS_FAILED,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
+            return  # interrupted, internal or usage errors keep their own status
+        complete = all(s["complete"] for s in self.summaries)
+        healthy = complete and not self.infra_errors and not self.write_failed
+        verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
+        passed = bool(verdicts) and all(verdicts)
+        session.exitstatus = pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.summaries and not self.gate_results and not self.comparisons and not self.storage_notes:
+            return
+        terminalreporter.section("agenteval")
+        for summary in self.summaries:
+            suite = suite_by_name(summary["suite"])
+            for line in report.suite_block(summary, suite.summary_rows(summary)):
+                terminalreporter.write_line(line)
+        for line in report.gate_lines(self.gate_results):
+            terminalreporter.write_line(line)
+        for comparison in self.comparisons:
+            verdict = "PASS" if comparison.passed else "FAIL"
+            terminalreporter.write_line(
+                f"compare {verdict}  {comparison.suite}.{comparison.metric}  ({comparison.reason})"
+            )
+        if self.infra_errors and (self.gates or self.comparisons):
+            terminalreporter.write_line(
+                f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
+            )
+        for note in self.storage_notes:
+            terminalreporter.write_line(f"storage: {note}")
+        if self.written:
+            terminalreporter.write_line(f"results: {self.written}")
+
+
+def _pack(data: Mapping[str, Any]) -> bytes:
+    """A record kept for the summaries, small: pickled (one copy of each key) and
+    compressed (the N generations of a problem look alike)."""
+    import pickle  # here, not at import: off the path to the first request (2 ms)
+    import zlib
+
+    try:
+        blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a value pickle cannot take (-n 0 keeps the worker's objects)
+        blob = pickle.dumps(json.loads(json.dumps(data, default=str)), protocol=pickle.HIGHEST_PROTOCOL)
+    return zlib.compress(blob, 1)
+
+
+def _unpack(packed: bytes) -> dict[str, Any]:
+    import pickle
+    import zlib
+
+    return pickle.loads(zlib.decompress(packed))
+
+
+def _warm_up() -> None:
+
+    package_versions()
+
+
+def _harness_usage() -> dict[str, float]:
+    """This (controller) process's own peak memory and CPU time so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+    }
+
+
+def _error_line(text: str) -> str:
+    """The line of a failure report that names the error (its last non-empty one)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "error"
+
+
+def _iso(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(timestamp))

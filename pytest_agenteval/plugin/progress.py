@@ -1,0 +1,321 @@
+"""The live progress line of a long run: generations done / total, tokens per second,
+requests in flight, retries, errors and an ETA, on the controller, summed over xdist
+workers. Each worker sends its counters (cumulative, so a lost datagram costs nothing)
+to the controller over a loopback UDP socket twice a second; the controller redraws
+the line in place on a terminal and prints it every 30 s otherwise."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pytest_agenteval.plugin.items import problem_of, suite_of
+
+WORKER_KEY = "agenteval_progress"  # workerinput: the controller's "host:port"
+SEND_EVERY_S = 0.5
+TTY_EVERY_S = 1.0
+LINES_EVERY_S = 30.0
+WINDOW_S = 30.0  # rates over the last 30 s
+MIN_ROOM = 24  # columns needed beside pytest's own line to draw anything
+
+
+def snapshot(runtime: Any) -> dict[str, int]:
+    counters = runtime.progress
+    return {
+        "total": counters.total,
+        "done": counters.done,
+        "errors": counters.errors,
+        "tokens": counters.tokens,
+        "in_flight": runtime.in_flight(),
+        "retries": int(runtime.backend_counts().get("retries", 0)),
+    }
+
+
+def count_generations(runtime: Any, items: Any) -> int:
+    total = 0
+    for item in items:
+        suite, problem = suite_of(getattr(item, "module", None)), problem_of(item)
+        if suite is not None and problem is not None:
+            total += runtime.sample_count(suite, problem)
+    return total
+
+
+def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
+    """Count one finished item (a results line) into `counts`: its N generations are done,
+    the ones missing are errors, the tokens generated (not cached) are added."""
+    generations = record.get("generations") or ()
+    n = int(record.get("val_n", len(generations)))
+    counts["done"] = counts.get("done", 0) + n
+    counts["errors"] = counts.get("errors", 0) + n - len(generations)
+    counts["tokens"] = counts.get("tokens", 0) + sum(
+        int(g.get("completion_tokens", 0)) for g in generations if not g.get("cached")
+    )
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+@dataclass
+class Rates:
+    """Generations and tokens per second over the last WINDOW_S seconds."""
+
+    history: deque[tuple[float, int, int]]
+
+    def add(self, now: float, done: int, tokens: int) -> tuple[float, float]:
+        self.history.append((now, done, tokens))
+        while len(self.history) > 2 and now - self.history[1][0] >= WINDOW_S:
+            self.history.popleft()
+        then, done_then, tokens_then = self.history[0]
+        span = now - then
+        if span <= 0:
+            return 0.0, 0.0
+        return (done - done_then) / span, (tokens - tokens_then) / span
+
+
+def format_line(totals: Mapping[str, int], generation_rate: float, token_rate: float) -> str:
+    total, done = totals["total"], totals["done"]
+    share = f" ({100 * done // total}%)" if total else ""
+    eta = _duration((total - done) / generation_rate) if generation_rate > 0 and total >= done else "?"
+    return (
+        f"agenteval {done}/{total or '?'} generations{share} | {token_rate:.0f} tok/s | "
+        f"{totals['in_flight']} in flight | {totals['retries']} retries | {totals['errors']} errors | "
+        f"ETA {eta}"
+    )
+
+
+class ProgressSender:
+    """On an xdist worker: this process's counters to the controller, twice a second."""
+
+    def __init__(self, runtime: Any, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self.runtime, self.target = runtime, (host, int(port))
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER", str(os.getpid()))
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="agenteval-progress", daemon=True)
+
+    def _send(self) -> None:
+        data = json.dumps({"worker": self.worker, **snapshot(self.runtime)}).encode()
+        with contextlib.suppress(OSError):
+            self.socket.sendto(data, self.target)
+
+    def _run(self) -> None:
+        while not self.stopped.wait(SEND_EVERY_S):
+            self._send()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.runtime.progress.total = count_generations(self.runtime, session.items)
+        self.thread.start()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        self.stopped.set()
+        self._send()
+
+
+class ProgressDisplay:
+    """On the controller (or the only process). On a terminal the line sits after what
+    pytest has written on the current line and is erased before pytest writes again
+    (every hook that writes is wrapped); elsewhere it is printed as its own line. It
+    writes to a duplicate of the terminal's descriptor, which pytest's output capture
+    (active while an item runs without xdist) does not redirect."""
+
+    def __init__(self, config: pytest.Config, runtime: Any, every_s: float | None) -> None:
+        self.config, self.runtime = config, runtime
+        self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self.out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, closefd=True)
+        self.tty = self.out.isatty() and every_s is None
+        self.every_s = TTY_EVERY_S if self.tty else (every_s or LINES_EVERY_S)
+        self.lock = threading.Lock()
+        self.hidden = 0
+        self.items_started = False
+        self.drawn = 0  # characters of the line now on screen (terminal mode)
+        self.workers: dict[str, dict[str, int]] = {}  # local worker -> its latest counters
+        self.reported: dict[str, dict[str, int]] = {}  # remote worker -> counts from its reports
+        self.rates = Rates(deque())
+        self.stopped = threading.Event()
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.1)
+        self.thread = threading.Thread(target=self._run, name="agenteval-progress", daemon=True)
+
+    # -- what to show ------------------------------------------------------------------
+    def totals(self) -> dict[str, int]:
+        parts = [*self.workers.values(), *self.reported.values()] or [snapshot(self.runtime)]
+        summed = {
+            key: sum(p.get(key, 0) for p in parts)
+            for key in ("done", "errors", "tokens", "in_flight", "retries")
+        }
+        return {"total": max(p.get("total", 0) for p in parts), **summed}
+
+    def line(self) -> str:
+        totals = self.totals()
+        generation_rate, token_rate = self.rates.add(time.monotonic(), totals["done"], totals["tokens"])
+        return format_line(totals, generation_rate, token_rate)
+
+    # -- drawing -----------------------------------------------------------------------
+    def _erase(self) -> None:
+        if self.drawn:
+            self.out.write("\b" * self.drawn + "\x1b[K")
+            self.out.flush()
+            self.drawn = 0
+
+    def _draw(self, text: str) -> None:
+        if self.hidden or not self.items_started:
+            return
+        writer = self.reporter._tw if self.reporter else None
+        if self.tty:
+            room = (writer.fullwidth - writer.width_of_current_line - 1) if writer else 80
+            self._erase()
+            if room >= MIN_ROOM:
+                shown = (" " if writer and writer.width_of_current_line else "") + text[: room - 1]
+                self.out.write(shown)
+                self.drawn = len(shown)
+        else:
+            pending = writer is not None and writer.width_of_current_line > 0
+            self.out.write(("\n" if pending else "") + text + "\n")
+        self.out.flush()
+
+    def _run(self) -> None:
+        due = time.monotonic() + (self.every_s if not self.tty else 0.0)
+        while not self.stopped.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(self.socket.recv(4096))
+                self.workers[str(data.pop("worker"))] = data
+            if time.monotonic() >= due:
+                text = self.line()
+                with self.lock:
+                    self._draw(text)
+                due = time.monotonic() + self.every_s
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Around a hook in which pytest writes: the line off the screen, then back."""
+        with self.lock:
+            self._erase()
+            self.hidden += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.hidden -= 1
+                if self.reporter is not None:
+                    self.reporter._tw.flush()  # pytest's text first, then the line after it
+                if self.tty and self.thread.is_alive():
+                    self._draw(self.line())
+
+    # -- hooks -------------------------------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        if not node.gateway.spec.popen:  # --tx ssh=/socket=: our loopback is not theirs
+            self.reported[node.gateway.id] = {}
+            return
+        host, port = self.socket.getsockname()
+        node.workerinput[WORKER_KEY] = f"{host}:{port}"
+
+    def _count_reported(self, report: pytest.TestReport) -> None:
+        """A remote worker's finished items, from the records its reports carry."""
+        node = getattr(getattr(report, "node", None), "gateway", None)
+        counts = self.reported.get(getattr(node, "id", None)) if node is not None else None
+        if counts is None:
+            return
+        from pytest_agenteval.api.records import RECORD_KEY
+
+        for name, record in report.user_properties:
+            if name == RECORD_KEY:
+                add_record(counts, record)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.runtime.progress.total = count_generations(self.runtime, session.items)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: off before its [100%]
+    def pytest_runtestloop(self, session: pytest.Session) -> Iterator[Any]:
+        self.thread.start()
+        try:
+            return (yield)
+        finally:
+            self.stopped.set()
+            self.thread.join(timeout=5)
+            with self.lock:
+                self._erase()
+            self.socket.close()
+            self.out.close()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> Iterator[Any]:
+        self.items_started = True  # xdist has written its start-up status lines by now
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Iterator[Any]:
+        self._count_reported(report)
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> Iterator[Any]:
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> Iterator[Any]:
+        with self.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> Iterator[Any]:
+        with self.paused():
+            return (yield)
+
+
+def parse_mode(mode: str) -> float | None:
+    """None: auto; 0: off; else the seconds between printed lines."""
+    if mode in ("auto", "off"):
+        return None if mode == "auto" else 0.0
+    try:
+        seconds = float(mode)
+    except ValueError:
+        seconds = -1.0
+    if seconds <= 0:
+        raise pytest.UsageError(
+            f"--agenteval-progress {mode!r}: use auto (redraw on a terminal, a line every 30 s "
+            "otherwise), off, or a number of seconds between lines"
+        )
+    return seconds
+
+
+def install(config: pytest.Config, runtime: Any, evaluating: bool, mode: str) -> None:
+    """Start the progress line's part on this process: `mode` is auto, off or SECONDS."""
+    every_s = parse_mode(mode)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if workerinput.get(WORKER_KEY):
+            config.pluginmanager.register(
+                ProgressSender(runtime, workerinput[WORKER_KEY]), "agenteval-progress"
+            )
+        return
+    if not evaluating or every_s == 0 or config.option.collectonly or config.get_verbosity() <= -2:
+        return
+    if config.pluginmanager.get_plugin("terminalreporter") is None:
+        return
+    try:
+        display = ProgressDisplay(config, runtime, every_s)
+    except (OSError, ValueError, AttributeError):  # no real stdout (an in-process pytester run)
+        return
+    config.pluginmanager.register(display, "agenteval-progress")

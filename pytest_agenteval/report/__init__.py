@@ -1,0 +1,8 @@
+"""`pytest-agenteval report`: compare results files (checkpoints, a baseline) as Markdown,
+one self-contained HTML file and PNG charts."""
+
+from pytest_agenteval.report._analysis import SuiteReport, build
+from pytest_agenteval.report._command import main
+from pytest_agenteval.report._runs import ReportError, Run, check_comparable, load_run
+
+__all__ = ["ReportError", "Run", "SuiteReport", "build", "check_comparable", "load_run", "main"]

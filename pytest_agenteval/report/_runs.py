@@ -1,0 +1,132 @@
+"""Results files as runs: the last summary line of each suite and its problem lines,
+and the check that the runs of one report measure the same thing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agenteval.datasets.jsonl import read_jsonl
+
+
+class ReportError(ValueError):
+    """A report that cannot be made; the message is one line naming the fix."""
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One suite's part of a results file."""
+
+    summary: Mapping[str, Any]
+    problems: Mapping[str, Mapping[str, Any]]  # problem id (as text) -> problem line
+
+    @property
+    def name(self) -> str:
+        return str(self.summary["suite"])
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    path: Path
+    suites: Mapping[str, SuiteRun] = field(default_factory=dict)
+
+
+_STEP = re.compile(r"(?:^|[-_.])(base|step[-_]?(\d+))(?=$|[-_.])", re.IGNORECASE)
+
+
+def default_label(path: Path) -> str:
+    """`aime25-retool-step20.jsonl` -> "Step 20", `...-base.jsonl` -> "Base" (the lab's
+    names); else the file name without `.jsonl`."""
+    match = _STEP.search(path.stem)
+    if match:
+        return f"Step {int(match[2])}" if match[2] else "Base"
+    return path.stem
+
+
+def load_run(path: Path, label: str | None = None) -> Run:
+    if not path.is_file():
+        raise ReportError(f"{path}: no such file; give results JSONL files written by a pytest-agenteval run")
+    summaries: dict[str, Mapping[str, Any]] = {}
+    problems: dict[str, dict[str, Mapping[str, Any]]] = {}
+
+    def bad_line(number: int, _: json.JSONDecodeError) -> Exception:
+        return ReportError(f"{path}:{number}: not valid JSON; is it a results file?")
+
+    for _, row in read_jsonl(path, bad_line):
+        if row.get("type") == "summary":
+            summaries[row["suite"]] = row  # the last one of a suite wins, as in the lab
+        elif row.get("type") == "problem":
+            problems.setdefault(row["suite"], {})[str(row["problem_id"])] = row
+    if not summaries:
+        hint = (
+            "the run did not finish (a .partial file)" if path.suffix == ".partial" else "not a results file"
+        )
+        raise ReportError(f"{path}: no summary line ({hint}); give the results file of a finished run")
+    suites = {name: SuiteRun(s, problems.get(name, {})) for name, s in sorted(summaries.items())}
+    return Run(label or default_label(path), path, suites)
+
+
+def _dataset(summary: Mapping[str, Any]) -> Any:
+    """The data's identity: content hash where known (paths differ between machines)."""
+    if summary.get("dataset_sha256"):
+        return ("sha256", summary["dataset_sha256"])
+    if summary.get("dataset_id"):
+        return ("hub", summary["dataset_id"], summary.get("dataset_revision"))
+    keys = ("dataset", "dataset_path", "bfcl_data_dir", "gaia_path", "split")
+    return tuple((k, summary.get(k)) for k in keys if summary.get(k) is not None)
+
+
+def _selection(summary: Mapping[str, Any]) -> Any:
+    selection = dict(summary.get("selection") or {})
+    selection["limit_per_category"] = (summary.get("config") or {}).get("limit_per_category")
+    return tuple(sorted((k, str(v)) for k, v in selection.items()))
+
+
+_ASPECTS = (("N", lambda s: s.get("val_n")), ("dataset", _dataset), ("selection", _selection))
+
+
+def mixed_reason(runs: Sequence[Run]) -> str | None:
+    """Why these runs do not measure the same thing (None when they do)."""
+    first = runs[0]
+    for run in runs[1:]:
+        if set(run.suites) != set(first.suites):
+            return (
+                f"{run.path.name} has suites {', '.join(run.suites)} but {first.path.name} has "
+                f"{', '.join(first.suites)}"
+            )
+        for name, suite in run.suites.items():
+            for aspect, read in _ASPECTS:
+                mine, theirs = read(suite.summary), read(first.suites[name].summary)
+                if mine != theirs:
+                    return (
+                        f"{name} {aspect} differs: {run.path.name} has {_show(aspect, suite.summary)}, "
+                        f"{first.path.name} has {_show(aspect, first.suites[name].summary)}"
+                    )
+    return None
+
+
+def _show(aspect: str, summary: Mapping[str, Any]) -> str:
+    if aspect == "N":
+        return f"N={summary.get('val_n')}"
+    if aspect == "selection":
+        selection = summary.get("selection") or {}
+        parts = [f"{k}={v}" for k, v in selection.items() if v not in (None, 0, "")]
+        per_category = (summary.get("config") or {}).get("limit_per_category")
+        if per_category:
+            parts.append(f"limit_per_category={per_category}")
+        return ", ".join(parts) or "everything"
+    found = _dataset(summary)
+    return " ".join(str(x) for x in found) if isinstance(found, tuple) else str(found)
+
+
+def check_comparable(runs: Sequence[Run], allow_mixed: bool) -> str | None:
+    """Raise on mixed runs unless allowed; returns the reason when they were allowed."""
+    reason = mixed_reason(runs)
+    if reason and not allow_mixed:
+        raise ReportError(f"runs are not comparable: {reason}; pass --allow-mixed to compare them anyway")
+    return reason

@@ -1,8 +1,0 @@
-"""`pytest-agenteval report`: compare results files (checkpoints, a baseline) as Markdown,
-one self-contained HTML file and PNG charts."""
-
-from ._analysis import SuiteReport, build
-from ._command import main
-from ._runs import ReportError, Run, check_comparable, load_run
-
-__all__ = ["ReportError", "Run", "SuiteReport", "build", "check_comparable", "load_run", "main"]

@@ -1,0 +1,25 @@
+"""The single-turn solver: ask once, score the reply."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_agenteval.api.records import Rollout
+from pytest_agenteval.api.sampler import Completion
+
+
+def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None = None) -> Rollout:
+    """The rollout of a suite that asks once and scores the reply."""
+    return Rollout(
+        text=completion.text,
+        stop_reason="length" if completion.finish_reason == "length" else "answer",
+        finish_reason=completion.finish_reason,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        attempts=completion.attempts,
+        retries=max(0, completion.attempts - 1),
+        cached=completion.cached,
+        extra=dict(extra or {}),
+    )
