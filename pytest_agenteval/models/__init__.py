@@ -144,7 +144,7 @@ def choose_model(
         scheme = model_path.split("://")[0]
         raise ValueError(f"--model-path {model_path}: no backend here takes {scheme}:// paths")
     # a checkpoint or adapter without a launched server: the in-process transformers backend
-    from pytest_agenteval.models._transformers import choose_checkpoint
+    from pytest_agenteval.models._checkpoint import choose_checkpoint
 
     assert resolved.path is not None
     base = base_model  # a checkpoint with --base-model: choose_checkpoint says it is for adapters
@@ -290,7 +290,7 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
     elif choice.kind == "openai" and choice.served is not None:
         info.update(name=choice.model_name, served=dict(choice.served), token_counter="the server's")
     elif choice.kind == "transformers":
-        from pytest_agenteval.models._transformers import describe_checkpoint
+        from pytest_agenteval.models._checkpoint import describe_checkpoint
 
         info.update(describe_checkpoint(choice.path, choice.base, settings))
     elif choice.kind in SDK_SCHEMES:

@@ -37,7 +37,7 @@ def _build_once(folder: Path, build: Any) -> Path:
 def _save_checkpoint(folder: Path) -> None:
     """SmolLM2 from its gguf, dequantized to fp32, saved with save_pretrained."""
     from pytest_agenteval.models import embedded_model_path
-    from pytest_agenteval.models._transformers import checkpoint_from_gguf
+    from pytest_agenteval.models._checkpoint import checkpoint_from_gguf
 
     checkpoint_from_gguf(embedded_model_path(), folder)
 
