@@ -190,7 +190,7 @@ def check_gates(settings: Settings) -> list[Any]:
 def check_transformers(choice: ModelChoice, settings: Settings) -> None:
     """The in-process transformers backend: imports, chat template and the adapter probe,
     at start-up (one line on any problem)."""
-    from pytest_agenteval.models._transformers import check_checkpoint
+    from pytest_agenteval.models._checkpoint import check_checkpoint
 
     assert choice.path is not None
     try:
