@@ -28,6 +28,7 @@ from pytest_agenteval.plugin.items import (
     apply_limits,
     in_use,
     problem_of,
+    suite_files,
     suite_of,
     upcoming,
 )
@@ -37,6 +38,7 @@ from pytest_agenteval.tasks.markers import MARKERS
 from pytest_agenteval.tasks.registry import remember
 
 RUNTIME = pytest.StashKey[Runtime]()
+EVALUATING = pytest.StashKey[bool]()  # an evaluation run, on its controller
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
 PREFETCH_ITEMS_MIN = 2
 # Finished rollouts an item ahead holds until pytest reaches it, at most this many times
@@ -85,6 +87,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "--bfcl-progressive decides each stage from the previous one in order: run it without -n"
         )
     evaluating = not _is_worker(config) and in_use(config, settings)
+    config.stash[EVALUATING] = evaluating
     if _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         served = config.workerinput.get(WORKERINPUT_KEY)  # type: ignore[attr-defined]
@@ -216,6 +219,22 @@ def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None
     if cache is not None:
         return Path(cache.mkdir("agenteval"))
     return config.rootpath / ".pytest_cache" / "d" / "agenteval"
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own header
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start-up lines of an evaluation run, on its controller, printed even with -q."""
+    config = session.config
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None or not config.stash.get(EVALUATING, False):
+        return
+    texts = (path.read_text(encoding="utf-8", errors="replace").lower() for path in suite_files(config))
+    if any("bfcl" in text for text in texts):
+        from pytest_agenteval.tasks.bfcl._data import bfcl_eval_version, version_warning
+
+        line = version_warning(bfcl_eval_version())
+        if line:
+            terminal.write_line(f"WARNING: {line}", yellow=True)
 
 
 def pytest_keyboard_interrupt(excinfo: Any) -> None:

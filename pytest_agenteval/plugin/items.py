@@ -32,15 +32,16 @@ def in_use(config: pytest.Config, settings: options.Settings) -> bool:
     """Is this run an evaluation? The plugin is installed for every pytest run in the
     environment; start-up checks (and their side effects) happen only when an agenteval
     option is set or a collected path holds a module that declares `agenteval_suite`."""
-    if settings.explicit:
-        return True
+    return bool(settings.explicit) or any(True for _ in suite_files(config))
+
+
+def suite_files(config: pytest.Config) -> Iterator[Path]:
+    """The test files under the run's paths that declare `agenteval_suite`."""
     paths = [Path(arg.split("::")[0]) for arg in config.args] or [config.rootpath]
     patterns = config.getini("python_files") or ["test_*.py"]
     for path in paths:
         files = [path] if path.is_file() else [f for pattern in patterns for f in _walk(path, pattern)]
-        if any(declares_suite(f) for f in files):
-            return True
-    return False
+        yield from (f for f in files if declares_suite(f))
 
 
 def _walk(folder: Path, pattern: str) -> Iterator[Path]:
