@@ -1,7 +1,7 @@
 """Samplers behind a vendor SDK whose sampling client takes token ids (`trio://` PyTRIO,
 `tinker://` Tinker): the prompt is rendered here with the model's tokenizer and chat
 template, sampled as ids, and the text decoded from the sampled ids, so retool continues
-token-in/token-out exactly as the seed lab's rollout does.
+token-in/token-out exactly as the ReTool lab's rollout does.
 
 One SDK session per process (the SDK clients carry the key; xdist workers each build their
 own, nothing is pickled), closed at the end. The SDK retries HTTP faults itself; we do not

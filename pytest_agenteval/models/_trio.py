@@ -1,4 +1,4 @@
-"""`trio://` through the PyTRIO SDK (extra `trio`): the seed lab's own backend.
+"""`trio://` through the PyTRIO SDK (extra `trio`): the ReTool lab's own backend.
 `ServiceClient()` then `create_sampling_client(base_model=, model_path=)`, `sample_async` with
 `ModelInput.from_ints` and `num_samples`. The SDK's home is our cache folder (nothing in
 `~/.pytrio` is written), telemetry is off unless `--sdk-telemetry`, and the key is only

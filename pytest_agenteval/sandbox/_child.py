@@ -166,7 +166,7 @@ def _exit_code(exc: SystemExit) -> int:
 
 def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
     """Execute code; with `auto_print`, like a notebook cell (a trailing expression's repr
-    is printed), else exactly as the seed lab's sandbox runs it."""
+    is printed), else exactly as the ReTool lab's evaluator's sandbox runs it."""
     if not auto_print:
         return _run_as_written(code, namespace)
     linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
@@ -188,7 +188,7 @@ def run_code(code: str, namespace: dict, auto_print: bool = True) -> int:
         return 1
 
 
-LAB_FILENAME = "<sandbox>"  # the seed lab's `exec(compile(code, '<sandbox>', 'exec'))`
+LAB_FILENAME = "<sandbox>"  # the ReTool lab's `exec(compile(code, '<sandbox>', 'exec'))`
 LAB_BOOTSTRAP_FRAME = '  File "<string>", line 3, in <module>\n'  # its `python -c` bootstrap line
 
 

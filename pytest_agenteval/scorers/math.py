@@ -1,4 +1,4 @@
-"""AIME answers, exactly as the seed lab scores them (its eval.py and reward.py):
+"""AIME answers, exactly as the ReTool lab's evaluator scores them (its eval.py and reward.py):
 the text-only integer rule and the ReTool reward rule (math-verify on the tail)."""
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ def sandbox_stats(records: Sequence[ProblemRecord]) -> dict[str, Any]:
 
 
 def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) -> dict[str, Any]:
-    """The seed's summary fields under the seed's names, plus pass@k, maj@N and CIs."""
+    """The design documents' summary fields under the ReTool lab's names, plus pass@k, maj@N and CIs."""
     return {
         "problems": len(records),
         "generations": sum(len(r.generations) for r in records),

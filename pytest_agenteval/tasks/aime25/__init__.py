@@ -1,4 +1,4 @@
-"""AIME 2025: the suite, the seed lab's ReTool protocol and its scorers."""
+"""AIME 2025: the suite, the ReTool lab's ReTool protocol and its scorers."""
 
 from pytest_agenteval.tasks.aime25._protocol import (
     CODE_TOOL,

@@ -1,4 +1,4 @@
-"""The seed lab's ReTool protocol, reproduced exactly (its protocol.py and sandbox.py):
+"""The ReTool lab's protocol, reproduced exactly (its protocol.py and sandbox.py):
 the system prompt and tool schema models were trained with, the parser of one
 `<tool_call>` per turn, the tool message, and what the sandbox result becomes."""
 

@@ -1,4 +1,4 @@
-"""ReTool mode: the seed lab's rollout (rollout.py) for one trajectory. The model calls a
+"""ReTool mode: the ReTool lab's rollout (rollout.py) for one trajectory. The model calls a
 Python interpreter between turns under the lab's budgets: 4 code calls, 6 assistant
 turns, 8192 trajectory tokens (prompt included), 1024 per turn, 512 per tool response."""
 

@@ -1,4 +1,4 @@
-"""AIME 2025 as the seed lab runs it: retool (Python between turns, the default) and
+"""AIME 2025 as the ReTool lab's evaluator runs it: retool (Python between turns, the default) and
 text-only (one boxed answer), with the lab's prompts, scorers and record fields."""
 
 from __future__ import annotations

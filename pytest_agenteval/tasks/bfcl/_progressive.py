@@ -1,4 +1,4 @@
-"""Progressive evaluation (the seed's strategy): 5 items, then 50, then all.
+"""Progressive evaluation (the design documents' strategy): 5 items, then 50, then all.
 
 Each stage is a prefix of the category's items in dataset order. The next
 stage runs only while the accuracy over the finished stage reaches the

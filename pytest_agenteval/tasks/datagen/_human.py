@@ -1,5 +1,5 @@
 """Human verifications: `<data>_verifications.json`, one entry per problem id with the
-seed's keys (`problem_id, scores, total_score, status, comments, verified_at`) plus
+the design documents' keys (`problem_id, scores, total_score, status, comments, verified_at`) plus
 `annotator`, `item_sha256` (stale when the data changed), `revision` (a stale write
 from a second tab is refused) and `history` (earlier versions are kept, not lost)."""
 

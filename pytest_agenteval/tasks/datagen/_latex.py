@@ -3,7 +3,7 @@
 A generator that writes `"\\frac{1}{2}"` with one backslash produces valid-looking JSON in
 which `\\f` decodes to a form feed (`\\boxed` -> backspace, `\\times` -> tab, `\\neq` ->
 newline, `\\right` -> carriage return), and `\\sqrt` or `\\underline` fail to decode at
-all. The seed's regex leaves the first kind corrupted. Here, inside string literals, a
+all. The design documents' regex leaves the first kind corrupted. Here, inside string literals, a
 backslash followed by the maximal run of letters that is a known TeX control word is
 escaped; `\\n` before anything else stays a JSON newline ("\\nThe" is a line break)."""
 

@@ -1,6 +1,6 @@
 """A judge panel as statistics: Krippendorff's alpha (our own implementation: the PyPI
 package is GPL), per-judge severity, outliers by distance from the others' median (the
-seed's |z| > 2 cannot fire at 3-5 judges: |z| <= (n-1)/sqrt(n)), and the items to show a
+the design documents' |z| > 2 cannot fire at 3-5 judges: |z| <= (n-1)/sqrt(n)), and the items to show a
 human first."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seed's quality gates as presets, judged against their intervals, and the lines of
+"""The design documents' quality gates as presets, judged against their intervals, and the lines of
 the terminal summary. A gate whose threshold lies inside the 95 % interval is reported
 as undecided at this N (N = 30 gives +-18 points on a 50 % win rate)."""
 

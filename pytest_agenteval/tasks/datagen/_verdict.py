@@ -15,7 +15,7 @@ from pytest_agenteval.tasks.datagen._latex import repair_json_text
 
 DIMENSIONS = ("correctness", "clarity", "difficulty_match", "completeness")
 PAIRWISE_LABELS = {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"}
-SEED_LABELS = {"A": "A>B", "B": "B>A", "Tie": "A=B", "tie": "A=B", "TIE": "A=B"}  # the seed's winner
+SEED_LABELS = {"A": "A>B", "B": "B>A", "Tie": "A=B", "tie": "A=B", "TIE": "A=B"}  # the design documents
 MAX_REPLY_CHARS = 100_000
 MAX_DEPTH = 32
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)

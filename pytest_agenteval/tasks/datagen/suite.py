@@ -42,7 +42,7 @@ from pytest_agenteval.tasks.datagen._solve import solve_item
 from pytest_agenteval.tasks.datagen._stats import item_passes, item_totals, pointwise_summary
 from pytest_agenteval.tasks.datagen._winrate import winrate_summary
 
-DEFAULT_REFERENCE = "math-ai/aime25"  # the seed's comparison set (AIME 2025, 30 problems)
+DEFAULT_REFERENCE = "math-ai/aime25"  # the design documents' comparison set (AIME 2025, 30 problems)
 SCORE_FIELDS = ("item_mean", "item_pass", "valid_verdicts", "checks")
 NO_DATA_ID = "no-data"
 NO_DATA_REASON = (

@@ -17,7 +17,7 @@ Deliberate differences from the official code, none of which change a verdict
 on a ``str`` answer: a ``None`` answer becomes ``"None"`` (as newer official
 revisions do), any other non-``str`` answer is coerced with ``str()`` instead
 of crashing, and nothing is printed or warned. ``unordered_lists=True`` is an
-opt-in variant (the seed's "sorted" reading): a list answer is correct when
+opt-in variant (the design documents' "sorted" reading): a list answer is correct when
 *some* ordering of its elements passes the in-order comparison.
 """
 
