@@ -1,581 +1,93 @@
-"""Every command-line option, declared once: flag, ini key, type, default, help.
-`build_settings` turns a pytest config into one frozen `Settings` on every process."""
+"""The options as pytest sees them: `register` adds every flag and ini key of the table, and
+`build_settings` reads them into one frozen `Settings` on every process: the command line,
+else the ini key (the flag's own name), else release 0.1's ini key (with a deprecation
+warning), else the table's default."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from pytest_agenteval.config.option import Option
+from pytest_agenteval.config.settings import Settings
+from pytest_agenteval.config.table import OPTIONS
+
+__all__ = ["GROUP", "OPTIONS", "Option", "Settings", "build_settings", "register"]
+
 GROUP = "agenteval"
 
 
-@dataclass(frozen=True)
-class Option:
-    dest: str
-    flag: str
-    default: Any
-    help: str
-    type: Callable[[str], Any] = str
-    choices: tuple[str, ...] | None = None
-    multiple: bool = False  # repeatable on the command line; a list (one per line) in the ini
-
-
-def _bool(text: str) -> bool:
-    return text.strip().lower() in {"1", "true", "yes", "on"}
-
-
-OPTIONS: tuple[Option, ...] = (
-    # model
-    Option(
-        "model_path",
-        "--model-path",
-        None,
-        "model to evaluate: a *.gguf file, a checkpoint folder, a LoRA adapter folder, a hub id, "
-        "trio://... or tinker://... (PyTRIO/Tinker sampler weights, with --base-model), "
-        "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct",
-    ),
-    # -- launched servers and checkpoints (serving/) -----------------------------------
-    Option(
-        "base_model",
-        "--base-model",
-        None,
-        "base checkpoint folder or hub id of a --model-path LoRA adapter (default: the adapter's "
-        "base_model_name_or_path; a different one is an error); the base model of trio:// and "
-        "tinker:// paths (required there)",
-    ),
-    Option(
-        "chat_template",
-        "--chat-template",
-        None,
-        "Jinja chat template FILE for a checkpoint that has none (required then)",
-    ),
-    Option(
-        "serve",
-        "--serve",
-        False,
-        "launch one inference server for --model-path on the controller, shared by every xdist "
-        "worker (a .gguf: python -m llama_cpp.server; a checkpoint: vLLM or SGLang)",
-        _bool,
-    ),
-    Option(
-        "serve_backend",
-        "--serve-backend",
-        "auto",
-        "server --serve launches: auto (llama-cpp for .gguf; vLLM, else SGLang, where a GPU is "
-        "present; else the in-process transformers backend), or one by name",
-        choices=("auto", "llama-cpp", "vllm", "sglang"),
-    ),
-    Option(
-        "serve_timeout", "--serve-timeout", 1200.0, "seconds a launched server may take to be ready", float
-    ),
-    Option(
-        "serve_keep",
-        "--serve-keep",
-        False,
-        "leave the launched server up (key-less, loopback) and reuse it in the next run when the "
-        "model and arguments match",
-        _bool,
-    ),
-    Option(
-        "serve_gpus",
-        "--serve-gpus",
-        None,
-        "GPU ids for launched servers, e.g. 0-7: one independent replica per --serve-tp devices",
-    ),
-    Option("serve_tp", "--serve-tp", 1, "tensor-parallel size of each launched replica", int),
-    Option(
-        "serve_args",
-        "--serve-arg",
-        [],
-        "extra argument for the launched server, verbatim (repeatable; write --serve-arg=--flag=value)",
-        multiple=True,
-    ),
-    Option(
-        "strict",
-        "--strict-adapter",
-        False,
-        "make the adapter-is-live probe's warning (adapter == base) an error (pytest owns --strict)",
-        _bool,
-    ),
-    Option(
-        "endpoints",
-        "--endpoint",
-        [],
-        "OpenAI-compatible base URL, e.g. "
-        "http://localhost:8000/v1 (repeatable: requests are balanced across them)",
-        multiple=True,
-    ),
-    Option(
-        "model_name",
-        "--model-name",
-        None,
-        "model name sent to --endpoint servers (default: the first one the server lists)",
-    ),
-    Option(
-        "sdk_telemetry",
-        "--sdk-telemetry",
-        False,
-        "trio:// and tinker://: let the SDK send its telemetry (off unless given)",
-        _bool,
-    ),
-    Option(
-        "api_key_env",
-        "--api-key-env",
-        "OPENAI_API_KEY",
-        "environment variable holding the endpoint's API key (never recorded)",
-    ),
-    Option(
-        "concurrency",
-        "--concurrency",
-        32,
-        "requests in flight per endpoint for the whole run, shared by all xdist workers "
-        "(a localhost endpoint: per machine, shared by the workers there)",
-        int,
-    ),
-    Option(
-        "samples_per_request",
-        "--samples-per-request",
-        1,
-        "ask endpoints for this many samples per request (`n`); 1 keeps every sample's own seed",
-        int,
-    ),
-    Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
-    Option(
-        "idle_timeout",
-        "--idle-timeout",
-        60.0,
-        "seconds without a byte of a streamed reply before it counts as a stall and is retried "
-        "(non-streamed requests get a deadline from max_tokens and the endpoint's throughput)",
-        float,
-    ),
-    Option(
-        "no_stream",
-        "--no-stream",
-        False,
-        "do not stream replies (SSE); stalls are then caught by the max_tokens deadline",
-        _bool,
-    ),
-    Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int),
-    Option(
-        "retry_max_seconds",
-        "--retry-max-seconds",
-        600.0,
-        "stop retrying a sample after this many seconds",
-        float,
-    ),
-    Option(
-        "thinking",
-        "--thinking",
-        "off",
-        "chat-template thinking: off sends chat_template_kwargs.enable_thinking=false, omit sends nothing",
-        choices=("off", "on", "omit"),
-    ),
-    Option(
-        "llama_threads",
-        "--llama-threads",
-        1,
-        "threads per process for in-process GGUF models (1 holds up best when xdist workers share the cores)",
-        int,
-    ),
-    Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
-    Option(
-        "continuation",
-        "--continuation",
-        "messages",
-        "retool turns on --endpoint servers: messages (the server re-renders the chat) or tokens "
-        "(token-in/token-out: vLLM /tokenize and /v1/completions with token ids); in-process "
-        "models always continue from their tokens",
-        choices=("messages", "tokens"),
-    ),
-    Option(
-        "tokenizer",
-        "--tokenizer",
-        None,
-        "tokenizer.json (or its folder, with the chat template in tokenizer_config.json) that "
-        "counts tokens for --endpoint servers without a /tokenize route",
-    ),
-    # sampling
-    Option("val_n", "--val-n", 12, "generations per problem (N)", int),
-    Option("temperature", "--temperature", 1.0, "sampling temperature", float),
-    Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
-    Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
-    Option("max_tokens", "--max-tokens", 8192, "max new tokens per completion (text-only)", int),
-    Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
-    Option(
-        "limit",
-        "--limit",
-        0,
-        "run only the first K selected problems of each suite, in dataset order (0: all)",
-        int,
-    ),
-    Option(
-        "limit_per_category",
-        "--limit-per-category",
-        0,
-        "run only the first K selected problems of each category (BFCL category, GAIA level)",
-        int,
-    ),
-    # AIME
-    Option(
-        "mode",
-        "--mode",
-        "retool",
-        "AIME inference mode: retool (the seed lab's default: Python between turns) or text-only",
-        choices=("retool", "text-only"),
-    ),
-    Option(
-        "scorer",
-        "--scorer",
-        "auto",
-        "AIME scorer: boxed-integer (text-only rule), "
-        "math-verify-tail (ReTool reward rule), auto (the mode's own)",
-        choices=("auto", "boxed-integer", "math-verify-tail"),
-    ),
-    Option(
-        "dataset_path",
-        "--dataset-path",
-        None,
-        "AIME data: a JSONL or parquet file or a save_to_disk folder (default: the hub id)",
-    ),
-    Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
-    Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
-    # retool budgets
-    Option("max_code_calls", "--max-code-calls", 4, "retool: code calls per trajectory", int),
-    Option("max_assistant_turns", "--max-assistant-turns", 6, "retool: assistant turns", int),
-    Option(
-        "max_trajectory_tokens", "--max-trajectory-tokens", 8192, "retool: prompt + all turns, in tokens", int
-    ),
-    Option(
-        "max_assistant_tokens", "--max-assistant-tokens", 1024, "retool: new tokens per assistant turn", int
-    ),
-    Option(
-        "max_tool_response_tokens",
-        "--max-tool-response-tokens",
-        512,
-        "retool: tokens of tool output shown to the model (the tail is kept)",
-        int,
-    ),
-    Option(
-        "tool_protocol",
-        "--tool-protocol",
-        "auto",
-        "GAIA default agent tool calls: native "
-        "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
-        choices=("auto", "native", "text"),
-    ),
-    # sandbox
-    Option("sandbox_timeout", "--sandbox-timeout", 30.0, "seconds per code call", float),
-    Option(
-        "sandbox_workers",
-        "--sandbox-workers",
-        0,
-        "code calls running at once on each machine, shared by its xdist workers (0: min(8, CPU cores))",
-        int,
-    ),
-    Option(
-        "sandbox_level",
-        "--sandbox-level",
-        "auto",
-        "containment: auto (strongest available), basic, landlock, bwrap",
-        choices=("auto", "basic", "landlock", "bwrap"),
-    ),
-    # results and gate
-    Option(
-        "out",
-        "--agenteval-out",
-        None,
-        "results JSONL (default: agenteval-results/<suite>-<model>-<time>-<pid>.jsonl)",
-    ),
-    Option(
-        "gates",
-        "--agenteval-gate",
-        [],
-        'threshold gate, e.g. "aime25.average_at_n >= '
-        "0.30\" (repeatable; with a gate the exit status is the gate's)",
-        multiple=True,
-    ),
-    Option(
-        "compare",
-        "--agenteval-compare",
-        None,
-        "baseline results JSONL: fail on a significant drop (paired bootstrap over shared problems)",
-    ),
-    Option(
-        "compare_tolerance",
-        "--agenteval-compare-tolerance",
-        0.0,
-        "drop in a headline metric tolerated before the baseline comparison fails",
-        float,
-    ),
-    # cache
-    Option(
-        "cache_dir",
-        "--agenteval-cache-dir",
-        None,
-        "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
-    ),
-    Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", _bool),
-    Option(
-        "progress",
-        "--agenteval-progress",
-        "auto",
-        "live progress line: auto (redrawn in place on a terminal, a line every 30 s otherwise), "
-        "off, or SECONDS between lines (also off with -q -q)",
-    ),
-    # BFCL
-    Option(
-        "bfcl_data_dir",
-        "--bfcl-data-dir",
-        None,
-        "BFCL data folder (default: the installed bfcl-eval package)",
-    ),
-    Option(
-        "bfcl_style", "--bfcl-style", "prompting", "BFCL inference style", choices=("prompting", "native")
-    ),
-    Option(
-        "bfcl_weights",
-        "--bfcl-weights",
-        None,
-        "category weights for weighted accuracy, e.g. simple_python=2,multiple=1",
-    ),
-    Option(
-        "bfcl_export_dir",
-        "--bfcl-export-dir",
-        None,
-        "also write the official BFCL_v4_<category>_result.json files under this folder",
-    ),
-    Option(
-        "bfcl_export_model",
-        "--bfcl-export-model",
-        None,
-        "model folder of the export, a model bfcl-eval lists with the same style "
-        "(default: open-mistral-nemo-2407, or open-mistral-nemo-2407-FC for --bfcl-style native)",
-    ),
-    Option(
-        "bfcl_progressive",
-        "--bfcl-progressive",
-        None,
-        "run 5, then 50, then all items per category while accuracy stays >= this threshold",
-        float,
-    ),
-    Option(
-        "bfcl_search_backend",
-        "--bfcl-search-backend",
-        None,
-        "BFCL web search: base URL of a SerpAPI-compatible search server (default: SerpAPI "
-        "itself when SERPAPI_API_KEY is set; else web search items skip)",
-    ),
-    # GAIA
-    Option(
-        "gaia_path", "--gaia-path", None, "local GAIA folder (default: the gated hub dataset, with HF_TOKEN)"
-    ),
-    Option("gaia_split", "--gaia-split", "validation", "GAIA split", choices=("validation", "test")),
-    Option(
-        "gaia_unordered_lists",
-        "--gaia-unordered-lists",
-        False,
-        "compare list answers ignoring order (the seed's variant; official is in order)",
-        _bool,
-    ),
-    Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns", int),
-    Option(
-        "gaia_submission",
-        "--gaia-submission",
-        None,
-        "test split: leaderboard submission "
-        "JSONL path (default: agenteval-results/gaia-test-submission.jsonl)",
-    ),
-    # -- datagen: generated-data quality (suites/datagen) -------------------------------
-    Option(
-        "datagen_path", "--datagen-path", None, "generated problems JSONL (problem, answer, solution, topic)"
-    ),
-    Option(
-        "reference_path",
-        "--reference-path",
-        None,
-        "datagen reference problems: JSONL, parquet or save_to_disk folder (default: hub math-ai/aime25)",
-    ),
-    Option(
-        "judge_endpoints",
-        "--judge-endpoint",
-        [],
-        "datagen judge: OpenAI-compatible base URL (repeatable: a panel; default: the run's own model)",
-        multiple=True,
-    ),
-    Option(
-        "judge_models", "--judge-model", [], "model name of each --judge-endpoint (repeatable)", multiple=True
-    ),
-    Option("datagen_opponents", "--datagen-opponents", 1, "reference opponents per generated problem", int),
-    Option("datagen_reasks", "--datagen-reasks", 2, "re-asks of a judge whose reply does not parse", int),
-    Option(
-        "datagen_solve",
-        "--datagen-solve",
-        0,
-        "solve each generated problem this many times with the run's model (0: off)",
-        int,
-    ),
-    Option(
-        "datagen_verifications",
-        "--datagen-verifications",
-        None,
-        "human verifications file (default: <data>_verifications.json beside --datagen-path)",
-    ),
-)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The effective configuration, identical on the controller and every worker."""
-
-    model_path: str | None
-    endpoints: tuple[str, ...]
-    model_name: str | None
-    sdk_telemetry: bool
-    api_key_env: str
-    concurrency: int
-    samples_per_request: int
-    request_timeout: float
-    max_attempts: int
-    retry_max_seconds: float
-    thinking: str
-    llama_threads: int
-    n_ctx: int
-    continuation: str
-    tokenizer: str | None
-    val_n: int
-    temperature: float
-    top_p: float
-    top_k: int
-    max_tokens: int
-    seed: int
-    limit: int
-    limit_per_category: int
-    mode: str
-    scorer: str
-    dataset_path: str | None
-    dataset_id: str
-    dataset_revision: str | None
-    max_code_calls: int
-    max_assistant_turns: int
-    max_trajectory_tokens: int
-    max_assistant_tokens: int
-    max_tool_response_tokens: int
-    tool_protocol: str
-    sandbox_timeout: float
-    sandbox_workers: int
-    sandbox_level: str
-    out: str | None
-    gates: tuple[str, ...]
-    compare: str | None
-    compare_tolerance: float
-    cache_dir: str | None
-    no_cache: bool
-    bfcl_data_dir: str | None
-    bfcl_style: str
-    bfcl_weights: str | None
-    bfcl_export_dir: str | None
-    bfcl_progressive: float | None
-    bfcl_search_backend: str | None
-    gaia_path: str | None
-    gaia_split: str
-    gaia_unordered_lists: bool
-    gaia_max_steps: int
-    gaia_submission: str | None
-    progress: str = "auto"
-    bfcl_export_model: str | None = None
-    explicit: frozenset[str] = frozenset()  # options the user set (command line or ini)
-    # -- datagen (after `explicit`, with defaults, so other blocks merge cleanly) -------
-    datagen_path: str | None = None
-    reference_path: str | None = None
-    judge_endpoints: tuple[str, ...] = ()
-    judge_models: tuple[str, ...] = ()
-    datagen_opponents: int = 1
-    datagen_reasks: int = 2
-    datagen_solve: int = 0
-    datagen_verifications: str | None = None
-    # -- launched servers (serving/) -----------------------------------------------------
-    base_model: str | None = None
-    chat_template: str | None = None
-    serve: bool = False
-    serve_backend: str = "auto"
-    serve_timeout: float = 1200.0
-    serve_keep: bool = False
-    serve_gpus: str | None = None
-    serve_tp: int = 1
-    serve_args: tuple[str, ...] = ()
-    strict: bool = False
-    # -- stall detection (issue 14) ---------------------------------------------------
-    idle_timeout: float = 60.0
-    no_stream: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("explicit")
-        return data
-
-    @property
-    def effective_scorer(self) -> str:
-        if self.scorer != "auto":
-            return self.scorer
-        return "math-verify-tail" if self.mode == "retool" else "boxed-integer"
+def _dest(option: Option) -> str:
+    """The argparse destination: `config.getoption` name."""
+    return f"agenteval_{option.dest}"
 
 
 def register(parser: pytest.Parser) -> None:
     group = parser.getgroup(GROUP, "agenteval: benchmarks as test suites")
     for option in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": f"agenteval_{option.dest}", "help": option.help}
+        kwargs: dict[str, Any] = {"dest": _dest(option), "help": option.help, "default": None}
         if option.multiple:
-            kwargs.update(action="append", default=None)
-        elif option.type is _bool:
-            kwargs.update(action="store_const", const="true", default=None)
+            kwargs.update(action="append")
+        elif option.type is bool:
+            kwargs.update(action="store_const", const="true")
         else:
-            kwargs.update(default=None, choices=option.choices)
+            kwargs.update(choices=option.choices)
         group.addoption(option.flag, **kwargs)
-        parser.addini(
-            f"agenteval_{option.dest}",
-            type="linelist" if option.multiple else "string",
-            default=None,
-            help=f"ini form of {option.flag}",
-        )
+        ini_type = "linelist" if option.multiple else "string"
+        parser.addini(option.ini, type=ini_type, default=None, help=f"ini form of {option.flag}")
+        if option.old_ini:  # registered, or pytest would call it unknown
+            parser.addini(option.old_ini, type=ini_type, default=None, help=f"deprecated: use {option.ini}")
 
 
-def _convert(option: Option, raw: Any) -> Any:
-    try:
-        value = option.type(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        raise pytest.UsageError(f"{option.flag}: {raw!r} is not a valid {option.type.__name__}") from None
-    if option.choices and value not in option.choices:
-        raise pytest.UsageError(f"{option.flag}: {value!r} is not one of {option.choices}")
-    return value
+def _ini_value(config: pytest.Config, key: str) -> Any:
+    value = config.getini(key)
+    return None if value in (None, "", []) else value
 
 
-def _lookup(config: pytest.Config, option: Option) -> tuple[Any, bool]:
-    """Value and whether the user set it: command line first, then the ini file."""
-    cli = config.getoption(f"agenteval_{option.dest}")
+def _from_ini(config: pytest.Config, option: Option, warn: bool) -> tuple[Any, str] | None:
+    """The option's value in the ini file and where it came from, or None where it has none.
+    Release 0.1's key still counts where the new one is not set; either way it warns."""
+    new = _ini_value(config, option.ini)
+    old = _ini_value(config, option.old_ini) if option.old_ini else None
+    if old is not None and warn:
+        if new is None:
+            message = (
+                f"ini key {option.old_ini} is deprecated: rename it {option.ini} (the name of "
+                f"{option.flag}); {option.old_ini} stops working in the next release"
+            )
+        else:
+            message = (
+                f"ini keys {option.old_ini} and {option.ini} are both set: {option.ini} wins and "
+                f"{option.old_ini} (deprecated) is ignored; delete it"
+            )
+        config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
+    if new is not None:
+        return new, f"ini key {option.ini}"
+    if old is not None:
+        return old, f"ini key {option.old_ini}"
+    return None
+
+
+def _lookup(config: pytest.Config, option: Option, warn: bool) -> tuple[Any, str] | None:
+    """The value the user gave and where (the command line first, then the ini file), or
+    None where they gave none."""
+    ini = _from_ini(config, option, warn)  # first: a deprecated key warns even when overridden
+    cli = config.getoption(_dest(option))
     if cli is not None:
-        return cli, True
-    ini = config.getini(f"agenteval_{option.dest}")
-    if ini not in (None, "", []):
-        return ini, True
-    return option.default, False
+        return cli, option.flag
+    return ini
 
 
 def build_settings(config: pytest.Config) -> Settings:
+    warn = not hasattr(config, "workerinput")  # the controller warns once for the whole run
     values: dict[str, Any] = {}
     explicit = set()
     for option in OPTIONS:
-        raw, given = _lookup(config, option)
-        if given:
-            explicit.add(option.dest)
-        if option.multiple:
-            values[option.dest] = tuple(raw or ())
-        elif raw is None:
-            values[option.dest] = None
+        given = _lookup(config, option, warn)
+        if given is None:
+            values[option.dest] = option.default
         else:
-            values[option.dest] = _convert(option, raw)
-    settings = Settings(**values, explicit=frozenset(explicit))
-    return settings
+            values[option.dest] = option.parse(*given)
+            explicit.add(option.dest)
+    return Settings(**values, explicit=frozenset(explicit))

@@ -136,7 +136,7 @@ def test_markers_and_collect_only(aime_suite: pytest.Pytester, tiny_aime: Path, 
 
 
 def test_ini_file_sets_options(aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path) -> None:
-    aime_suite.makeini(f"[pytest]\nagenteval_limit = 1\nagenteval_model_path = replay:{replay}\n")
+    aime_suite.makeini(f"[pytest]\nlimit = 1\nmodel_path = replay:{replay}\n")
     result = aime_suite.runpytest_subprocess(f"--dataset-path={tiny_aime}", "--agenteval-out=r.jsonl")
     result.assert_outcomes(passed=1)
     _, (summary,) = read_results(aime_suite.path / "r.jsonl")

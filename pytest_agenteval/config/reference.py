@@ -1,0 +1,92 @@
+"""The options reference, docs/options.md, generated from the table:
+`python -m pytest_agenteval.config.reference > docs/options.md`."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from pytest_agenteval.config.option import Option
+from pytest_agenteval.config.table import OPTIONS
+
+COMMAND = "python -m pytest_agenteval.config.reference > docs/options.md"
+
+INTRO = f"""\
+# Options
+
+<!-- Generated from pytest_agenteval/config/table.py by `{COMMAND}`.
+Do not edit: tests/core/test_options.py fails when this file differs from the generator's output. -->
+
+Every option is a command-line flag and an ini key of the same name: the flag without its
+leading dashes, dashes as underscores. `--val-n 4` on the command line is `val_n = 4` under
+`[pytest]` in pytest.ini, tox.ini or setup.cfg (`[tool.pytest.ini_options]` in
+pyproject.toml). The command line wins over the ini file.
+
+- A `bool` option is a flag on the command line (`--serve`); in the ini file write `true` or
+  `false`.
+- A repeatable option takes one value per flag on the command line (`--endpoint A --endpoint B`)
+  and one value per line in the ini file.
+- A default of none means the option is off, or its help says what is used instead.
+"""
+
+RENAMED = """\
+## Renamed ini keys
+
+Release 0.1 named the ini keys after internal names. Those keys still work in this release,
+each with a deprecation warning naming its new key; where both are set, the new key wins.
+"""
+
+
+def _cell(text: str) -> str:
+    """Help text as one Markdown table cell: `|` would end the cell, `*` start emphasis and
+    `<name>` be read as an HTML tag."""
+    text = re.sub(r"([\\|*])", r"\\\1", text)
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
+
+
+def _type(option: Option) -> str:
+    name = option.type.__name__
+    if option.choices:
+        return "one of " + ", ".join(f"`{choice}`" for choice in option.choices)
+    return f"{name}, repeatable" if option.multiple else name
+
+
+def _default(value: Any) -> str:
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def _row(option: Option) -> str:
+    cells = (
+        f"`{option.flag}`",
+        f"`{option.ini}`",
+        _type(option),
+        _default(option.default),
+        _cell(option.help),
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def render() -> str:
+    """The whole reference: one table per topic, then the renamed ini keys."""
+    parts = [INTRO]
+    topics = list(dict.fromkeys(option.topic for option in OPTIONS))
+    for title in topics:
+        rows = [_row(option) for option in OPTIONS if option.topic == title]
+        header = "| Flag | Ini key | Type | Default | Help |\n| --- | --- | --- | --- | --- |"
+        parts.append(f"## {title}\n\n{header}\n" + "\n".join(rows) + "\n")
+    renamed = [f"| `{o.old_ini}` | `{o.ini}` |" for o in OPTIONS if o.old_ini]
+    parts.append(RENAMED + "\n| Old ini key | New ini key |\n| --- | --- |\n" + "\n".join(renamed) + "\n")
+    return "\n".join(parts)
+
+
+def main() -> None:
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""`Settings`: the effective value of every option, a frozen dataclass generated from the
+table (one attribute per option, its default the table's), identical on the controller and
+every xdist worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from pytest_agenteval.config.table import OPTIONS
+
+
+def _as_dict(self: Settings) -> dict[str, Any]:
+    data = dataclasses.asdict(self)
+    data.pop("explicit")
+    return data
+
+
+def _effective_scorer(self: Settings) -> str:
+    if self.scorer != "auto":
+        return self.scorer
+    return "math-verify-tail" if self.mode == "retool" else "boxed-integer"
+
+
+def _generate() -> type:
+    fields: list[Any] = [(o.dest, o.annotation, dataclasses.field(default=o.default)) for o in OPTIONS]
+    # the options the user set (command line or ini file): suites default the others
+    fields.append(("explicit", frozenset[str], dataclasses.field(default=frozenset())))
+    namespace = {
+        "__module__": __name__,  # pickle finds the class here
+        "__qualname__": "Settings",
+        "__doc__": "The effective configuration, identical on the controller and every worker.",
+        "as_dict": _as_dict,
+        "effective_scorer": property(_effective_scorer),
+    }
+    return dataclasses.make_dataclass("Settings", fields, namespace=namespace, frozen=True)
+
+
+if TYPE_CHECKING:
+    # What type checkers and editors see: the attributes the runtime class is generated with,
+    # by name and type, one line each. tests/core/test_options.py fails when the two differ.
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        """The effective configuration, identical on the controller and every worker."""
+
+        # Model
+        model_path: str | None
+        base_model: str | None
+        chat_template: str | None
+        strict: bool
+        thinking: str
+        llama_threads: int
+        n_ctx: int
+        sdk_telemetry: bool
+        # Launched servers (--serve)
+        serve: bool
+        serve_backend: str
+        serve_timeout: float
+        serve_keep: bool
+        serve_gpus: str | None
+        serve_tp: int
+        serve_args: tuple[str, ...]
+        # Endpoints (OpenAI-compatible servers)
+        endpoints: tuple[str, ...]
+        model_name: str | None
+        api_key_env: str
+        concurrency: int
+        samples_per_request: int
+        request_timeout: float
+        idle_timeout: float
+        no_stream: bool
+        max_attempts: int
+        retry_max_seconds: float
+        continuation: str
+        tokenizer: str | None
+        # Sampling
+        val_n: int
+        temperature: float
+        top_p: float
+        top_k: int
+        max_tokens: int
+        seed: int
+        # Problem selection
+        limit: int
+        limit_per_category: int
+        # AIME 2025
+        mode: str
+        scorer: str
+        dataset_path: str | None
+        dataset_id: str
+        dataset_revision: str | None
+        # Retool budgets
+        max_code_calls: int
+        max_assistant_turns: int
+        max_trajectory_tokens: int
+        max_assistant_tokens: int
+        max_tool_response_tokens: int
+        # Sandbox
+        sandbox_timeout: float
+        sandbox_workers: int
+        sandbox_level: str
+        # Results, gates and baselines
+        out: str | None
+        gates: tuple[str, ...]
+        compare: str | None
+        compare_tolerance: float
+        progress: str
+        # Cache
+        cache_dir: str | None
+        no_cache: bool
+        # BFCL
+        bfcl_data_dir: str | None
+        bfcl_style: str
+        bfcl_weights: str | None
+        bfcl_export_dir: str | None
+        bfcl_export_model: str | None
+        bfcl_progressive: float | None
+        bfcl_search_backend: str | None
+        # GAIA
+        gaia_path: str | None
+        gaia_split: str
+        gaia_unordered_lists: bool
+        gaia_max_steps: int
+        gaia_submission: str | None
+        tool_protocol: str
+        # Generated data (datagen)
+        datagen_path: str | None
+        reference_path: str | None
+        judge_endpoints: tuple[str, ...]
+        judge_models: tuple[str, ...]
+        datagen_opponents: int
+        datagen_reasks: int
+        datagen_solve: int
+        datagen_verifications: str | None
+
+        explicit: frozenset[str] = frozenset()
+
+        def as_dict(self) -> dict[str, Any]: ...
+
+        @property
+        def effective_scorer(self) -> str: ...
+
+else:
+    Settings = _generate()

@@ -1,0 +1,229 @@
+"""The option table is the one declaration of every option: the ini keys pytest registers,
+`Settings` and docs/options.md all follow from it, and release 0.1's ini keys still work for
+one release, with a warning naming the new key."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.config import settings as settings_module
+from pytest_agenteval.config.options import OPTIONS, Settings, build_settings
+from pytest_agenteval.config.reference import COMMAND, render
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# ini keys that common plugins not installed here register (their `parser.addini` calls)
+OTHER_PLUGINS_INI = {
+    "pytest-timeout": {
+        "timeout",
+        "timeout_method",
+        "timeout_func_only",
+        "timeout_disable_debugger_detection",
+    },
+    "pytest-rerunfailures": {"reruns", "reruns_delay", "reruns_except", "only_rerun"},
+    "pytest-retry": {"retries", "retry_delay", "cumulative_timing"},
+    "pytest-env": {"env"},
+    "pytest-dotenv": {"env_files", "env_override_existing_values"},
+    "pytest-mock": {"mock_traceback_monkeypatch", "mock_use_standalone_module"},
+    "pytest-django": {"DJANGO_SETTINGS_MODULE", "DJANGO_CONFIGURATION", "django_find_project"},
+    "pytest-html": {"render_collapsed", "max_asset_filename_length", "environment_table_redact_list"},
+    "pytest-bdd": {"bdd_features_base_dir"},
+    "pytest-memray": {"memray", "most_allocations", "hide_memray_summary", "stacks", "native"},
+}
+
+
+def _deprecated(old: str, new: str, flag: str) -> str:
+    return (
+        f"ini key {old} is deprecated: rename it {new} (the name of {flag}); "
+        f"{old} stops working in the next release"
+    )
+
+
+def _settings(pytester: pytest.Pytester, ini: str, *args: str) -> tuple[Settings, list[str]]:
+    """Settings read from a real pytest config (ini file and command line), and the warnings
+    pytest recorded while they were read, as `Category: message`."""
+    pytester.makeini("[pytest]\n" + ini)
+    config = pytester.parseconfig(*args)
+    recorded: list[str] = []
+
+    class Recorder:
+        def pytest_warning_recorded(self, warning_message: Warning, when: str) -> None:
+            recorded.append(f"{warning_message.category.__name__}: {warning_message.message}")  # type: ignore[attr-defined]
+
+    config.pluginmanager.register(Recorder())
+    return build_settings(config), recorded
+
+
+def test_every_ini_key_is_its_flags_name(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    keys = {option.flag: option.ini for option in OPTIONS}
+    assert keys == {option.flag: option.flag[2:].replace("-", "_") for option in OPTIONS}
+    assert keys["--agenteval-gate"] == "agenteval_gate"
+    assert keys["--endpoint"] == "endpoint"
+    assert keys["--val-n"] == "val_n"
+    assert keys["--strict-adapter"] == "strict_adapter"
+    for option in OPTIONS:  # registered with pytest under that name, unset: the table's default
+        assert config.getini(option.ini) is None, option.ini
+
+
+def test_no_ini_key_collides_with_pytest_or_a_common_plugin(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig("-p", "no:agenteval")  # pytest and every other installed plugin
+    assert config.pluginmanager.is_blocked("agenteval")
+    ours = [option.ini for option in OPTIONS] + [option.old_ini for option in OPTIONS if option.old_ini]
+    taken = []
+    for key in ours:
+        try:
+            config.getini(key)
+            taken.append(key)
+        except ValueError:  # unknown to everyone else: free
+            pass
+    assert taken == []
+    assert {plugin: keys & set(ours) for plugin, keys in OTHER_PLUGINS_INI.items() if keys & set(ours)} == {}
+    assert len(set(ours)) == len(ours)  # no new key is another option's old one
+
+
+def test_old_ini_key_still_works_and_warns_naming_the_new_key(pytester: pytest.Pytester) -> None:
+    settings, warnings = _settings(
+        pytester, "agenteval_val_n = 3\nagenteval_gates =\n    aime25.average_at_n >= 0.5\n"
+    )
+    assert (settings.val_n, settings.gates) == (3, ("aime25.average_at_n >= 0.5",))
+    assert settings.explicit == frozenset({"val_n", "gates"})
+    assert warnings == [
+        "PytestDeprecationWarning: " + _deprecated("agenteval_val_n", "val_n", "--val-n"),
+        "PytestDeprecationWarning: " + _deprecated("agenteval_gates", "agenteval_gate", "--agenteval-gate"),
+    ]
+
+
+def test_new_ini_key_works_silently(pytester: pytest.Pytester) -> None:
+    settings, warnings = _settings(
+        pytester,
+        "val_n = 3\nagenteval_gate =\n    aime25.average_at_n >= 0.5\nendpoint =\n"
+        "    http://a:8000/v1\n    http://b:8000/v1\nserve = true\ntop_p = 0.5\nmode = text-only\n",
+    )
+    assert (settings.val_n, settings.gates) == (3, ("aime25.average_at_n >= 0.5",))
+    assert settings.endpoints == ("http://a:8000/v1", "http://b:8000/v1")
+    assert (settings.serve, settings.top_p, settings.mode) == (True, 0.5, "text-only")
+    assert settings.explicit == frozenset({"val_n", "gates", "endpoints", "serve", "top_p", "mode"})
+    assert warnings == []
+
+
+def test_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
+    settings, warnings = _settings(
+        pytester,
+        "val_n = 3\nendpoint = http://a:8000/v1\nmode = text-only\n",
+        "--val-n=5",
+        "--endpoint=http://b:8000/v1",
+    )
+    assert (settings.val_n, settings.endpoints, settings.mode) == (5, ("http://b:8000/v1",), "text-only")
+    assert warnings == []
+
+
+def test_new_key_wins_over_the_old_one_which_warns_it_is_ignored(pytester: pytest.Pytester) -> None:
+    settings, warnings = _settings(pytester, "val_n = 3\nagenteval_val_n = 7\n")
+    assert settings.val_n == 3
+    assert warnings == [
+        "PytestDeprecationWarning: ini keys agenteval_val_n and val_n are both set: val_n wins and "
+        "agenteval_val_n (deprecated) is ignored; delete it"
+    ]
+
+
+def test_old_key_warns_even_where_the_command_line_overrides_it(pytester: pytest.Pytester) -> None:
+    settings, warnings = _settings(pytester, "agenteval_val_n = 3\n", "--val-n=5")
+    assert settings.val_n == 5
+    assert warnings == ["PytestDeprecationWarning: " + _deprecated("agenteval_val_n", "val_n", "--val-n")]
+
+
+def test_an_xdist_worker_does_not_repeat_the_warning(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nagenteval_val_n = 3\n")
+    config = pytester.parseconfig()
+    config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
+    recorded: list[object] = []
+
+    class Recorder:
+        def pytest_warning_recorded(self, warning_message: Warning) -> None:
+            recorded.append(warning_message)
+
+    config.pluginmanager.register(Recorder())
+    assert build_settings(config).val_n == 3
+    assert recorded == []
+
+
+def test_a_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    with pytest.raises(pytest.UsageError) as error:
+        _settings(pytester, "val_n = many\n")
+    assert str(error.value) == "ini key val_n: 'many' is not a valid int"
+
+
+def test_old_ini_key_warns_in_a_real_run(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nagenteval_limit = 1\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    result.stdout.fnmatch_lines(
+        ["*PytestDeprecationWarning: " + _deprecated("agenteval_limit", "limit", "--limit")]
+    )
+    assert result.stdout.str().count("is deprecated: rename it") == 1
+
+
+def test_settings_has_one_attribute_per_option_with_its_default() -> None:
+    names = [field.name for field in dataclasses.fields(Settings)]
+    assert names == [option.dest for option in OPTIONS] + ["explicit"]
+    defaults = Settings()
+    assert {option.dest: getattr(defaults, option.dest) for option in OPTIONS} == {
+        option.dest: option.default for option in OPTIONS
+    }
+    assert (defaults.val_n, defaults.top_p, defaults.gates, defaults.model_path) == (12, 0.7, (), None)
+    assert defaults.explicit == frozenset()
+
+
+def test_settings_are_frozen_comparable_and_picklable() -> None:
+    settings = Settings(val_n=3, gates=("aime25.average_at_n >= 0.5",), explicit=frozenset({"val_n"}))
+    assert pickle.loads(pickle.dumps(settings)) == settings
+    assert settings != Settings()
+    assert dataclasses.replace(settings, val_n=4).val_n == 4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.val_n = 5  # type: ignore[misc]
+    assert "explicit" not in settings.as_dict() and settings.as_dict()["val_n"] == 3
+    assert (settings.effective_scorer, Settings(mode="text-only").effective_scorer) == (
+        "math-verify-tail",
+        "boxed-integer",
+    )
+
+
+def test_what_type_checkers_see_is_the_generated_settings() -> None:
+    """settings.py declares Settings for type checkers under TYPE_CHECKING; it must list
+    exactly the generated attributes, with the same types."""
+    tree = ast.parse(Path(settings_module.__file__).read_text(encoding="utf-8"))
+    (guard,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    (declared,) = [n for n in guard.body if isinstance(n, ast.ClassDef) and n.name == "Settings"]
+    annotations = {
+        statement.target.id: eval(ast.unparse(statement.annotation), {})  # our own file's types
+        for statement in declared.body
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+    }
+    assert annotations == Settings.__annotations__
+
+
+def test_docs_options_md_is_what_the_generator_prints() -> None:
+    printed = subprocess.run(
+        [sys.executable, "-m", "pytest_agenteval.config.reference"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert printed == render()
+    written = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    assert written == printed, f"docs/options.md is stale; regenerate it: {COMMAND}"
+
+
+def test_the_reference_lists_every_option_under_its_topic() -> None:
+    text = render()
+    assert text.count("\n| `--") == len(OPTIONS)
+    assert "| `--val-n` | `val_n` | int | `12` | generations per problem (N) |" in text
+    assert "| `agenteval_gates` | `agenteval_gate` |" in text
+    assert text.index("## Sampling") < text.index("`--val-n`") < text.index("## Problem selection")
