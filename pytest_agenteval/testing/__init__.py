@@ -1,34 +1,47 @@
-"""Test utilities: a real-socket OpenAI-compatible mock server (see docs/testing-server.md).
+"""Test utilities: a real-socket OpenAI-compatible mock server (see docs/testing-server.md),
+and pytest fixtures over it (`fixtures.py`).
 
 ``openai_server`` (the CLI module) is deliberately not imported here, so that
 ``python -m pytest_agenteval.testing.openai_server`` does not import itself twice.
+
+The names below load when first used: the fixtures are registered in every pytest run, and
+importing the server (aiohttp's web framework) there would slow every start-up.
 """
 
-from pytest_agenteval.testing._app import request_key
-from pytest_agenteval.testing._config import ServerConfig
-from pytest_agenteval.testing._faults import FAULT_KINDS, FaultContext, FaultInjector, parse_fault_mix
-from pytest_agenteval.testing._process import (
-    get_stats,
-    reset_stats,
-    start_server_process,
-    stop_server_process,
-)
-from pytest_agenteval.testing._responders import (
-    DEFAULT_ANSWER,
-    AnswerMapResponder,
-    Reply,
-    Responder,
-    ScriptedToolModel,
-    TemplateResponder,
-    ToolCall,
-    estimate_tokens,
-    format_text_tool_call,
-    last_user_text,
-    observation,
-    turn_index,
-)
-from pytest_agenteval.testing._server import AsyncOpenAITestServer, OpenAITestServer
-from pytest_agenteval.testing._stats import attempts_by_key, faults_before_success, outcome_counts
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOME = {
+    "AnswerMapResponder": "pytest_agenteval.testing._responders",
+    "AsyncOpenAITestServer": "pytest_agenteval.testing._server",
+    "DEFAULT_ANSWER": "pytest_agenteval.testing._responders",
+    "FAULT_KINDS": "pytest_agenteval.testing._faults",
+    "FaultContext": "pytest_agenteval.testing._faults",
+    "FaultInjector": "pytest_agenteval.testing._faults",
+    "OpenAITestServer": "pytest_agenteval.testing._server",
+    "Reply": "pytest_agenteval.testing._responders",
+    "Responder": "pytest_agenteval.testing._responders",
+    "ScriptedToolModel": "pytest_agenteval.testing._responders",
+    "ServerConfig": "pytest_agenteval.testing._config",
+    "TemplateResponder": "pytest_agenteval.testing._responders",
+    "ToolCall": "pytest_agenteval.testing._responders",
+    "attempts_by_key": "pytest_agenteval.testing._stats",
+    "estimate_tokens": "pytest_agenteval.testing._responders",
+    "faults_before_success": "pytest_agenteval.testing._stats",
+    "format_text_tool_call": "pytest_agenteval.testing._responders",
+    "get_stats": "pytest_agenteval.testing._process",
+    "last_user_text": "pytest_agenteval.testing._responders",
+    "observation": "pytest_agenteval.testing._responders",
+    "outcome_counts": "pytest_agenteval.testing._stats",
+    "parse_fault_mix": "pytest_agenteval.testing._faults",
+    "request_key": "pytest_agenteval.testing._app",
+    "reset_stats": "pytest_agenteval.testing._process",
+    "start_server_process": "pytest_agenteval.testing._process",
+    "stop_server_process": "pytest_agenteval.testing._process",
+    "turn_index": "pytest_agenteval.testing._responders",
+}
 
 __all__ = [
     "DEFAULT_ANSWER",
@@ -59,3 +72,11 @@ __all__ = [
     "stop_server_process",
     "turn_index",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
