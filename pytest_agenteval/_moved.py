@@ -18,6 +18,7 @@ MOVED = {
     "bfcl": "tasks.bfcl",
     "gaia": "tasks.gaia",
     "datagen.review": "report.review",
+    "datagen._review_page": "report._review_page",
     "datagen": "tasks.datagen",
     "registry": "tasks.registry",
     "markers": "tasks.markers",
@@ -31,12 +32,25 @@ MOVED = {
     "data": "datasets.tabular",
     "hub": "datasets.hub",
     "tool_loop": "solvers.tool_loop",
-    "metrics": "stats.metrics",
+    "metrics": "api.metrics",
     "reporting": "report",
     "results": "output.results",
     "gate": "output.gate",
     "compare": "output.compare",
+    "spool": "output.spool",
+    "ci": "output.ci",
+    "engine": "run.engine",
+    "runtime": "run.runtime",
+    "controller": "plugin.controller",
+    "items": "plugin.items",
+    "progress": "plugin.progress",
+    "hosts": "plugin.hosts",
+    "stealing": "plugin.stealing",
+    "steal_scheduler": "plugin.steal_scheduler",
 }
+# Not aliased: `pytest_agenteval.report` was the terminal summary (now output.terminal) and is
+# now the `pytest-agenteval report` package; `pytest_agenteval.plugin` is now the pytest glue
+# package (its hooks are plugin.hooks; load the plugin by name with `-p agenteval`).
 PREFIX = "pytest_agenteval."
 
 

@@ -105,11 +105,11 @@ class Suite:
         (each generation's `text` is "", transcripts keep no content, output or code), so a
         long run's controller stays small; a suite whose metrics read the texts sets
         `summarize_reads_texts = True` and gets them whole, read back from disk.
+        The default: Average@N, Pass@N, pass@k, maj@N and their intervals (`api.metrics`);
+        an override may add to it with `super().summarize(records, settings)`."""
+        from pytest_agenteval.api.metrics import summarize_math  # numpy: off the start-up path
 
-        A suite that does not override this is summarised with Average@N, Pass@k and their
-        intervals (`pytest_agenteval.stats.summarize_math(records, bootstrap_seed=settings.seed)`);
-        an override that adds to those calls that function itself."""
-        raise NotImplementedError  # the default is computed above this layer: stats.summarize_suite
+        return summarize_math(records, bootstrap_seed=settings.seed)
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         """Extra (label, value) lines for the terminal table."""

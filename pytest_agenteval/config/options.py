@@ -61,7 +61,10 @@ def _from_ini(config: pytest.Config, option: Option, warn: bool) -> tuple[Any, s
                 f"ini keys {option.old_ini} and {option.ini} are both set: {option.ini} wins and "
                 f"{option.old_ini} (deprecated) is ignored; delete it"
             )
-        config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
+        try:
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
+        except pytest.PytestDeprecationWarning:  # `filterwarnings = error`: one line, not a traceback
+            raise pytest.UsageError(message) from None
     if new is not None:
         return new, f"ini key {option.ini}"
     if old is not None:

@@ -28,7 +28,6 @@ from pytest_agenteval.output.results import (
     request_totals,
     token_totals,
 )
-from pytest_agenteval.stats.metrics import summarize_suite
 from pytest_agenteval.tasks.registry import suite_by_name
 
 CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
@@ -206,9 +205,7 @@ class ResultsCollector:
             "model_path": settings.model_path,
             **suite.sampling(settings),
             "val_n": records[0].val_n if records else settings.val_n,
-            **summarize_suite(
-                suite, self._whole(scored) if suite.summarize_reads_texts else scored, settings
-            ),
+            **suite.summarize(self._whole(scored) if suite.summarize_reads_texts else scored, settings),
             **suite.after_run(self._whole(records), settings),  # exports need the texts
             "complete": not errored and not own_missing and not interrupted,
             "errors": {
@@ -337,6 +334,7 @@ def _unpack(packed: bytes) -> dict[str, Any]:
 
 
 def _warm_up() -> None:
+    from pytest_agenteval.api import metrics  # noqa: F401 - numpy, for the summary's metrics
 
     package_versions()
 

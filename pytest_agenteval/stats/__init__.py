@@ -1,5 +1,3 @@
-"""Statistics over problem records: Average@N, Pass@k, bootstrap intervals, paired comparisons."""
-
-from pytest_agenteval.stats.metrics import summarize_math, summarize_suite
-
-__all__ = ["summarize_math", "summarize_suite"]
+"""Statistics over runs: the paired comparison of two runs over the problems both scored
+(the baseline gate and `pytest-agenteval report`). The metrics of one run are the contract's
+(`api.metrics`)."""

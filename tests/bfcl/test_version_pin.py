@@ -74,9 +74,11 @@ def test_another_version_is_one_start_up_line_on_a_bfcl_run(
 
 def test_no_line_on_a_run_without_bfcl(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_aime25=AIME_SUITE)
+    pytester.path.joinpath("aime.jsonl").write_text('{"id": "1", "problem": "1+1?", "answer": "2"}\n')
     _another_version_first_on_the_path(pytester, monkeypatch)
     result = pytester.runpytest_subprocess(
-        "--co", "-q", "--model-path=replay:none", "--dataset-path=none.jsonl"
+        "--co", "-q", "--model-path=replay:none", "--dataset-path=aime.jsonl"
     )
+    assert result.ret == 0
+    assert "test_aime25.py::test_aime25[1]" in result.stdout.lines
     assert not [line for line in result.stdout.lines if "verified against" in line]
-    assert "agenteval" in result.stdout.str() or result.ret in (0, 1, 2, 4, 5)

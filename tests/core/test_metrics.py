@@ -6,8 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, Rollout, Score
-from pytest_agenteval.stats.metrics import (
+from pytest_agenteval.api.metrics import (
     average_at_n,
     bootstrap_intervals,
     format_rate,
@@ -20,6 +19,7 @@ from pytest_agenteval.stats.metrics import (
     summarize_math,
     unbiased_pass_at_k,
 )
+from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, Rollout, Score
 
 
 def record(

@@ -170,6 +170,17 @@ def test_old_ini_key_warns_in_a_real_run(pytester: pytest.Pytester) -> None:
     assert result.stdout.str().count("is deprecated: rename it") == 1
 
 
+def test_an_old_ini_key_under_filterwarnings_error_is_one_usage_line(pytester: pytest.Pytester) -> None:
+    ini = "[pytest]\nagenteval_limit = 1\nfilterwarnings = error\n"
+    pytester.makeini(ini + "asyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line] == [
+        "ERROR: " + _deprecated("agenteval_limit", "limit", "--limit")
+    ]
+    assert "Traceback" not in result.stderr.str() and "INTERNALERROR" not in result.stdout.str()
+
+
 def test_settings_has_one_attribute_per_option_with_its_default() -> None:
     names = [field.name for field in dataclasses.fields(Settings)]
     assert names == [option.dest for option in OPTIONS] + ["explicit"]

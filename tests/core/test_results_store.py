@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.api.metrics import summarize_math
 from pytest_agenteval.api.records import problem_from_dict, without_texts
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, request_totals, token_totals
-from pytest_agenteval.stats.metrics import summarize_math
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 
 SCORE_FIELDS = ("predicted_answer", "boxed_answer", "scorer")

@@ -345,7 +345,8 @@ def is_guard(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"pytest_agenteval.models.serve._guard" in cmdline
+    # the 0.1 path too: a server kept (--serve-keep) by release 0.1 is still ours to reuse or stop
+    return b"pytest_agenteval.models.serve._guard" in cmdline or b"pytest_agenteval.serving._guard" in cmdline
 
 
 def stop_kept(state_dir: Path) -> list[str]:

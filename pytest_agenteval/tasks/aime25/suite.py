@@ -13,7 +13,6 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.datasets import tabular as data
 from pytest_agenteval.scorers import MATH_SCORERS, math_verify_version, normalize_aime_answer
 from pytest_agenteval.solvers.single_turn import single_turn_rollout
-from pytest_agenteval.stats.metrics import summarize_math
 from pytest_agenteval.tasks.aime25._conversation import TOOLS
 from pytest_agenteval.tasks.aime25._protocol import initial_messages
 
@@ -91,7 +90,7 @@ class Aime25(Suite):
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         """The lab's summary, plus how budgets were counted and how turns continued."""
-        summary = summarize_math(records, bootstrap_seed=settings.seed)
+        summary = super().summarize(records, settings)
         if settings.mode == "retool":
             for key in ("token_counting", "continuation"):
                 counts: dict[str, int] = {}

@@ -26,7 +26,7 @@ VERSION_PREFIX = "BFCL_v4"
 # Categories scored without a ground truth (no possible_answer file).
 NO_GROUND_TRUTH: frozenset[str] = frozenset({"irrelevance", "live_irrelevance", "live_relevance"})
 
-_MISSING_DATA_FIX = "pip install --no-deps bfcl-eval, or pass --bfcl-data-dir DIR"
+_MISSING_DATA_FIX = "pip install --no-deps bfcl-eval==2026.3.23, or pass --bfcl-data-dir DIR"
 
 
 class BfclDataError(Exception):

@@ -81,7 +81,7 @@ def environment_class(class_name: str) -> type:
     except ImportError as exc:
         raise EnvironmentUnavailable(
             f"BFCL multi-turn needs bfcl-eval's environment {class_name} ({exc}): "
-            "pip install --no-deps bfcl-eval, and mpmath"
+            "pip install --no-deps bfcl-eval==2026.3.23, and mpmath"
         ) from None
 
 

@@ -1,4 +1,6 @@
-"""Metrics: pure functions of problem records. Empty denominators give 0.0."""
+"""The metrics every suite reports unless it says otherwise (Average@N, Pass@N, pass@k, maj@N,
+bootstrap intervals, the sandbox's counts): pure functions of problem records, part of the
+contract because every results file carries them under these names. Empty denominators give 0.0."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from pytest_agenteval.api.records import ProblemRecord
-from pytest_agenteval.api.suite import Suite
 
 BOOTSTRAP_ITERATIONS = 1000
 
@@ -180,10 +181,3 @@ def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) ->
         "ci95": bootstrap_intervals(records, seed=bootstrap_seed),
         "sandbox": sandbox_stats(records),
     }
-
-
-def summarize_suite(suite: Suite, records: Sequence[ProblemRecord], settings: Any) -> dict[str, Any]:
-    """A suite's summary: its own `summarize`, or `summarize_math` where it has none."""
-    if type(suite).summarize is Suite.summarize:
-        return summarize_math(records, bootstrap_seed=settings.seed)
-    return suite.summarize(records, settings)
