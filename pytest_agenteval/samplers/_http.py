@@ -2,9 +2,12 @@
 generation needs (the whole request; silence between bytes, the stall signal), a cap on
 the body, and errors the sampler's retry taxonomy understands.
 
-- `trust_env`: HTTP_PROXY / HTTPS_PROXY / NO_PROXY are honoured (and ~/.netrc, as aiohttp
-  does). Certificates: SSL_CERT_FILE / SSL_CERT_DIR, read by `ssl.create_default_context`
-  when the first https request is made.
+- Proxies: HTTP_PROXY / HTTPS_PROXY / NO_PROXY, as aiohttp's `trust_env` reads them
+  (credentials in the proxy's URL or ~/.netrc for the proxy), looked up once per origin:
+  `trust_env` itself looks them up, and ~/.netrc for the endpoint, on two threads for
+  every request (about 0.3 ms of CPU each), and an API key beside a ~/.netrc entry for
+  the endpoint's host is a ValueError. Certificates: SSL_CERT_FILE / SSL_CERT_DIR, read
+  by `ssl.create_default_context` when the first https request is made.
 - Keep-alive: an idle pooled connection lives KEEPALIVE_S, under the 5 s after which
   uvicorn (vLLM, SGLang, llama-cpp-python) closes it; a request sent as the server's FIN
   crosses it would fail. One that fails anyway on a reused connection before its reply
@@ -26,7 +29,7 @@ import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     import aiohttp
@@ -70,27 +73,32 @@ def _scrub(text: str, headers: Mapping[str, str]) -> str:
     return text
 
 
-def _as_http_error(exc: BaseException, headers: Mapping[str, str], when: str) -> BaseException:
-    """What an aiohttp exception raised `when` ("before answering" or "mid-response") is
-    to the sampler: IdleTimeout, HttpError, or itself (the deadline)."""
+def _reraise(exc: BaseException, secrets: Mapping[str, str], when: str) -> NoReturn:
+    """Raise what an aiohttp exception raised `when` ("before answering", "mid-response")
+    is to the sampler: IdleTimeout, HttpError, or itself (the request's deadline)."""
     aiohttp = _aiohttp()
     if isinstance(exc, aiohttp.ServerTimeoutError):  # sock_read / sock_connect: silence
-        return IdleTimeout(str(exc))
+        raise IdleTimeout(str(exc)) from exc
     if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ClientError):
-        return exc  # the whole request's deadline (total)
+        raise exc  # the whole request's deadline (total)
     if isinstance(exc, aiohttp.ClientConnectorError):  # refused, DNS, TLS, the kernel's ETIMEDOUT
         message = f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
     elif isinstance(exc, aiohttp.ServerDisconnectedError):
         message = f"the server closed the connection {when}"
     elif isinstance(exc, aiohttp.ClientPayloadError):
         message = f"the response body is cut short or badly framed: {exc}"
+    elif isinstance(exc, aiohttp.ClientHttpProxyError):
+        message = f"the proxy refused the tunnel: {exc.status} {exc.message}"
     elif isinstance(exc, aiohttp.ClientResponseError):  # the status line or a header would not parse
         message = f"not a valid HTTP/1.x response: {exc.message}"
     elif isinstance(exc, aiohttp.ClientOSError):
         message = f"connection lost {when}: {exc}"
     else:
         message = f"{type(exc).__name__} {when}: {exc}"
-    return HttpError(_scrub(" ".join(message.split()), headers))  # one line (the parser's span several)
+    # A ClientResponseError carries the request's headers, the API key among them, in its
+    # request_info (and its repr): its text is in the message, the exception is not chained.
+    cause = None if isinstance(exc, aiohttp.ClientResponseError) else exc
+    raise HttpError(_scrub(" ".join(message.split()), secrets)) from cause  # one line
 
 
 class Response:
@@ -98,9 +106,9 @@ class Response:
     Use it as an async context manager; the connection goes back to the pool only when
     the body has arrived whole."""
 
-    def __init__(self, raw: aiohttp.ClientResponse, headers: Mapping[str, str]) -> None:
+    def __init__(self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str]) -> None:
         self._raw = raw
-        self._sent_headers = headers  # to keep their values out of error messages
+        self._secrets = secrets  # the header values sent: kept out of error messages
         self.status = raw.status
         self.headers = raw.headers
         self._body: AsyncIterator[bytes] | None = None  # one reader of the body, resumable
@@ -132,13 +140,10 @@ class Response:
                 if seen > MAX_BODY:
                     raise HttpError(f"the response body is over MAX_BODY ({MAX_BODY} bytes)")
                 yield piece
+        except HttpError:
+            raise
         except (OSError, asyncio.TimeoutError, _aiohttp().ClientError) as exc:
-            if isinstance(exc, HttpError):
-                raise
-            translated = _as_http_error(exc, self._sent_headers, "mid-response")
-            if translated is exc:
-                raise
-            raise translated from exc
+            _reraise(exc, self._secrets, "mid-response")
 
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self._pieces()])
@@ -192,6 +197,7 @@ class HttpClient:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tls: ssl.SSLContext | None = None
+        self._proxies: dict[str, tuple[Any, dict[str, str]]] = {}  # origin -> (proxy, its credentials)
         self.counts = Counter[str]()
 
     def _session_here(self) -> aiohttp.ClientSession:
@@ -205,7 +211,7 @@ class HttpClient:
             tracing.on_connection_reuseconn.append(_on_reused_connection)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
-                trust_env=True,
+                trust_env=False,  # the proxy comes from _proxy_for, once per origin
                 cookie_jar=aiohttp.DummyCookieJar(),  # an API has no use for cookies
                 read_bufsize=READ_BUFSIZE,
                 trace_configs=[tracing],
@@ -221,6 +227,21 @@ class HttpClient:
             asyncio.run_coroutine_threadsafe(session.close(), loop)
         else:
             session.detach()
+
+    def _proxy_for(self, url: str) -> tuple[Any, dict[str, str]]:
+        """The proxy for `url` from the environment, as `trust_env` has it, and the
+        Proxy-Authorization header for it (from its URL or ~/.netrc), if any."""
+        origin = "/".join(url.split("/", 3)[:3])  # scheme://host:port
+        if origin not in self._proxies:
+            aiohttp = _aiohttp()
+            from yarl import URL
+
+            try:
+                proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(url))
+            except LookupError:  # none for this scheme, or NO_PROXY names the host
+                proxy, auth = None, None
+            self._proxies[origin] = (proxy, {"Proxy-Authorization": auth.encode()} if auth else {})
+        return self._proxies[origin]
 
     def _tls_for(self, url: str) -> ssl.SSLContext | bool:
         if not url[:6].lower() == "https:":
@@ -247,7 +268,12 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         body = json.dumps(payload).encode()
+        proxy, credentials = self._proxy_for(url)
+        tunnel = url[:6].lower() == "https:"  # credentials go with the CONNECT, else with the request
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
+        secrets = {**sent, **credentials}  # what no error message may show
+        if not tunnel:
+            sent.update(credentials)
         for attempt in (1, 2):
             left = deadline - loop.time()
             if left <= 0:
@@ -261,6 +287,8 @@ class HttpClient:
                     timeout=aiohttp.ClientTimeout(total=left, sock_connect=idle, sock_read=idle),
                     allow_redirects=False,
                     ssl=self._tls_for(url),
+                    proxy=proxy,
+                    proxy_headers=credentials if tunnel and credentials else None,
                     trace_request_ctx=trace,
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
@@ -268,16 +296,13 @@ class HttpClient:
                 if stale and attempt == 1:  # the server closed it as the request went out
                     self.counts["stale_connection_retries"] += 1
                     continue
-                raise _as_http_error(exc, sent, "before answering") from exc
+                _reraise(exc, secrets, "before answering")
             except (OSError, asyncio.TimeoutError, aiohttp.ClientError) as exc:
-                translated = _as_http_error(exc, sent, "before answering")
-                if translated is exc:
-                    raise
-                raise translated from exc
+                _reraise(exc, secrets, "before answering")
             except ValueError as exc:  # a header aiohttp will not send: no retry helps
                 names = ", ".join(sorted(sent))
-                raise InvalidRequest(_scrub(f"the request was not sent ({names}): {exc}", sent)) from exc
-            return Response(raw, sent)
+                raise InvalidRequest(_scrub(f"the request was not sent ({names}): {exc}", secrets)) from exc
+            return Response(raw, secrets)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:

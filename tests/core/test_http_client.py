@@ -727,6 +727,51 @@ async def test_https_proxy_from_the_environment_is_asked_for_a_tunnel_without_th
     assert "authorization" not in request["headers"] and "sk-1234" not in str(refused.value)
 
 
+@pytest.mark.asyncio
+async def test_credentials_in_the_proxys_url_go_to_the_proxy(proxy_env) -> None:
+    async with Scripted(raw(OK)) as proxy:
+        proxy_env(HTTP_PROXY=f"http://user:pw@127.0.0.1:{proxy.port}")
+        client = HttpClient()
+        async with await client.post("http://model.invalid/v1/chat/completions", {}, {}, timeout=5) as r:
+            assert await r.read() == OK_JSON
+        await client.close()
+    (request,) = proxy.requests
+    assert request["headers"]["proxy-authorization"] == "Basic dXNlcjpwdw=="  # user:pw
+
+
+@pytest.mark.asyncio
+async def test_credentials_in_the_https_proxys_url_go_with_the_tunnel_request(proxy_env) -> None:
+    async with Scripted(raw(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", keep=False)) as proxy:
+        proxy_env(HTTPS_PROXY=f"http://user:pw@127.0.0.1:{proxy.port}")
+        client = HttpClient()
+        with pytest.raises(HttpError) as refused:
+            await client.post("https://model.invalid/v1/chat/completions", {}, {}, timeout=5)
+        await client.close()
+    (request,) = proxy.requests
+    assert request["line"] == "CONNECT model.invalid:443 HTTP/1.1"
+    assert request["headers"]["proxy-authorization"] == "Basic dXNlcjpwdw=="
+    assert "dXNlcjpwdw" not in str(refused.value)
+
+
+@pytest.mark.asyncio
+async def test_a_netrc_entry_for_the_endpoint_neither_replaces_nor_refuses_the_api_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aiohttp's trust_env would add ~/.netrc credentials for the host, and refuse them
+    beside an Authorization header: every request of a run with an API key would fail."""
+    netrc = tmp_path / "netrc"
+    netrc.write_text("default login someone password elsewhere\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    async with Scripted(raw(OK)) as server:
+        client = HttpClient()
+        for headers in ({"Authorization": "Bearer sk-1234"}, {}):
+            async with await client.post(server.url, {}, headers, timeout=5) as r:
+                assert await r.read() == OK_JSON
+        await client.close()
+    assert [r["headers"].get("authorization") for r in server.requests] == ["Bearer sk-1234", None]
+
+
 # -- header values -------------------------------------------------------------------
 
 
@@ -746,6 +791,38 @@ async def test_an_api_key_that_is_not_a_header_value_is_refused_at_once_and_neve
         exc = exc.__cause__ or exc.__context__
     assert len(chain) >= 2 and not any("sk-secret" in text or "Injected" in text for text in chain)
     assert server.requests == [] and sampler.stats()["requests"] == 1
+
+
+SECRET = "sk-secret-0123456789"
+FAILURES = [
+    ("not HTTP", b"SSH-2.0-OpenSSH_9.2\r\n\r\n"),
+    ("bad Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"),
+    ("cut body", b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n" + OK_JSON),
+    ("closed before answering", b""),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("name", "response"), FAILURES, ids=[f[0] for f in FAILURES])
+async def test_no_traceback_of_a_failed_request_shows_the_api_key(name: str, response: bytes) -> None:
+    """aiohttp's ClientResponseError holds the request's headers (its repr shows them): it
+    is not the cause of ours. The traceback a user sees, and the repr of every cause in
+    it, never have the key."""
+    import traceback
+
+    headers = {"Authorization": f"Bearer {SECRET}"}
+    async with Scripted(raw(response, keep=False)) as server:
+        client = HttpClient()
+        with pytest.raises(HttpError) as caught:
+            async with await client.post(server.url, {}, headers, timeout=5) as r:
+                await r.read()
+        await client.close()
+    printed = "".join(traceback.format_exception(caught.value))
+    causes, exc = [], caught.value
+    while exc is not None:
+        causes.append(repr(exc))
+        exc = exc.__cause__
+    assert "HttpError" in printed and SECRET not in printed + "".join(causes)
 
 
 # -- TLS -----------------------------------------------------------------------------
