@@ -56,6 +56,16 @@ def read_results(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return ([x for x in lines if x["type"] == "problem"], [x for x in lines if x["type"] == "summary"])
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy_of_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampler honours HTTP_PROXY/HTTPS_PROXY (aiohttp's trust_env): the host's own
+    would carry the requests to the local test servers off to its proxy. Tests of the
+    proxy set their own."""
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+
+
 @pytest.fixture
 def tiny_aime(pytester: pytest.Pytester) -> Path:
     # `--dataset-path=...` form: a bare path argument would move pytest's rootdir

@@ -1,247 +1,152 @@
-"""The HTTP/1.1 client of the OpenAI-protocol sampler: keep-alive connections, JSON
-POSTs, bodies framed by Content-Length, chunked or read to close, TLS, and the two
-timeouts a generation needs (the whole request; silence between bytes, the stall signal).
+"""The HTTP client of the OpenAI-protocol sampler: aiohttp, with the two timeouts a
+generation needs (the whole request; silence between bytes, the stall signal), a cap on
+the body, and errors the sampler's retry taxonomy understands.
 
-Why not aiohttp here: importing its client costs about 90 ms of CPU (it loads the CA
-bundle into two SSL contexts at import, and its parser and helpers), and every worker
-paid it on the way to its first request. This module imports nothing asyncio has not;
-TLS loads its context on the first https request only. What it leaves out, because
-OpenAI-protocol servers do not need it: redirects, cookies, proxies (aiohttp ignores
-them too unless told), credentials in the URL (refused at start-up: they would be
-recorded with the results), compression (it asks for none), HTTP/2."""
+- Proxies: HTTP_PROXY / HTTPS_PROXY / NO_PROXY, as aiohttp's `trust_env` reads them
+  (credentials in the proxy's URL or ~/.netrc for the proxy), looked up once per origin:
+  `trust_env` itself looks them up, and ~/.netrc for the endpoint, on two threads for
+  every request (about 0.3 ms of CPU each), and an API key beside a ~/.netrc entry for
+  the endpoint's host is a ValueError. Certificates: SSL_CERT_FILE / SSL_CERT_DIR, read
+  by `ssl.create_default_context` when the first https request is made.
+- Keep-alive: an idle pooled connection lives KEEPALIVE_S, under the 5 s after which
+  uvicorn (vLLM, SGLang, llama-cpp-python) closes it; a request sent as the server's FIN
+  crosses it would fail. One that fails anyway on a reused connection before its reply
+  began is sent once more on another (`counts["stale_connection_retries"]`), before the
+  sampler sees a failure.
+- Errors: HttpError (an OSError) when the connection failed or the reply is broken,
+  IdleTimeout after `idle` silent seconds, asyncio.TimeoutError at the request's deadline,
+  InvalidRequest when aiohttp refuses to send the request as given. No message names a
+  header value: the API key rides in `Authorization`.
+
+aiohttp is imported on the first request: its import (~90 ms of CPU, two SSL contexts
+built from the CA bundle) is paid only by a process that talks to an endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
-from urllib.parse import quote, urlsplit
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NoReturn
 
-MAX_HEAD = 64 * 1024  # a status line and headers; more is not an HTTP server
+if TYPE_CHECKING:
+    import aiohttp
+
+KEEPALIVE_S = 4.0  # below uvicorn's timeout_keep_alive (5 s)
+MAX_BODY = 64 * 1024 * 1024  # a reply past this is not a chat completion
 MAX_LINE = 2 * 1024 * 1024  # a streamed line (one chunk can be a whole tool call)
-HIGH_WATER = 8 * 1024 * 1024  # unread bytes at which the socket stops being read
-# A pooled connection idle longer is closed, not reused (aiohttp's keepalive_timeout): a
-# NAT or load balancer may have forgotten the flow without a FIN, and a request sent into
-# it would wait out the idle timeout as a stall.
-KEEPALIVE_S = 15.0
-HEX = frozenset(b"0123456789abcdefABCDEF")
+READ_BUFSIZE = 2**16  # aiohttp's read-ahead: reading pauses at twice this unread
 USER_AGENT = "pytest-agenteval"
 
 
 class HttpError(OSError):
     """The connection failed or ended before the response did, or the reply is not
-    HTTP/1.x; the request's outcome is unknown (an OSError, as a reset is)."""
+    HTTP/1.x or is framed wrongly; the request's outcome is unknown (an OSError, as a
+    reset is)."""
 
 
 class IdleTimeout(Exception):
-    """Nothing arrived for the idle timeout while a response was awaited or read."""
+    """Nothing arrived for the idle timeout while connecting, or while a response was
+    awaited or read."""
 
 
-_tls_context: Any = None
+class InvalidRequest(Exception):
+    """aiohttp refused to send the request as given (a control character in a header
+    value, an Authorization header beside ~/.netrc credentials for the host): sending it
+    again cannot help."""
 
 
-def _tls() -> Any:
-    global _tls_context
-    if _tls_context is None:
-        import ssl
+def _aiohttp() -> Any:
+    import aiohttp
 
-        _tls_context = ssl.create_default_context()
-    return _tls_context
+    return aiohttp
 
 
-def _limit(loop: asyncio.AbstractEventLoop, deadline: float, idle: float | None) -> tuple[float, bool]:
-    """How long the next wait may last, and whether the idle timeout (not the request's
-    deadline) is what bounds it."""
-    left = deadline - loop.time()
-    return (idle, True) if idle is not None and idle < left else (left, False)
+def _scrub(text: str, headers: Mapping[str, str]) -> str:
+    """`text` without any header value (or the token of `Bearer <token>`) in it."""
+    for value in headers.values():
+        for secret in {value, value.rpartition(" ")[2]}:
+            if len(secret) >= 4:
+                text = text.replace(secret, "***")
+    return text
 
 
-class _Connection(asyncio.Protocol):
-    """One socket: what arrived (unread), whether it ended, and one waiter."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int]) -> None:
-        self.loop = loop
-        self.key = key
-        self.transport: Any = None
-        self.buffer = bytearray()
-        self.ended = False  # EOF or closed: no byte will come
-        self.error: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
-        self.idle_since = 0.0  # when it went back to the pool
-
-    # asyncio.Protocol
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        if len(self.buffer) > HIGH_WATER and not self._paused:
-            self._paused = True
-            self.transport.pause_reading()
-        self._wake()
-
-    def eof_received(self) -> bool:
-        self.ended = True
-        self._wake()
-        return False  # close the transport
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self.ended = True
-        self.error = exc
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    # the reader's side
-    @property
-    def reusable(self) -> bool:
-        return (
-            not self.ended
-            and not self.buffer
-            and self.transport is not None
-            and not self.transport.is_closing()
-        )
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()  # unread bytes or a request in flight: nothing to flush
-        self.ended = True
-
-    def take(self, n: int) -> bytes:
-        piece = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        if self._paused and len(self.buffer) < HIGH_WATER // 2:
-            self._paused = False
-            self.transport.resume_reading()
-        return piece
-
-    async def more(self, deadline: float, idle: float | None) -> bool:
-        """Wait for bytes past those buffered; False when the connection has ended.
-        Raises asyncio.TimeoutError at the deadline, IdleTimeout after `idle` silent
-        seconds, HttpError when the connection broke."""
-        if self.ended:
-            if self.error is not None:
-                raise HttpError(f"connection lost: {self.error}") from self.error
-            return False
-        seconds, stall = _limit(self.loop, deadline, idle)
-        if seconds <= 0:
-            raise asyncio.TimeoutError
-        waiter = self._waiter = self.loop.create_future()
-        timer = self.loop.call_later(seconds, self._expire, waiter, stall)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-        if self.ended and self.error is not None:
-            raise HttpError(f"connection lost: {self.error}") from self.error
-        return not self.ended or bool(self.buffer)
-
-    @staticmethod
-    def _expire(waiter: asyncio.Future[None], stall: bool) -> None:
-        if not waiter.done():
-            waiter.set_exception(IdleTimeout() if stall else asyncio.TimeoutError())
-
-    async def pieces(self, n: int, deadline: float, idle: float | None, cut: str) -> AsyncIterator[bytes]:
-        """The next `n` bytes as they arrive; HttpError(`cut`, formatted with `got` and `n`)
-        when the connection ends first."""
-        left = n
-        while left:
-            if not self.buffer and not await self.more(deadline, idle):
-                raise HttpError(cut.format(got=n - left, n=n))
-            piece = self.take(min(left, len(self.buffer)))
-            left -= len(piece)
-            yield piece
-
-    async def line(self, deadline: float, idle: float | None, limit: int) -> bytes:
-        """Up to and without CRLF (or LF)."""
-        start = 0
-        while True:
-            end = self.buffer.find(b"\n", start)
-            if end >= 0:
-                return self.take(end + 1).rstrip(b"\r\n")
-            if len(self.buffer) > limit:
-                raise HttpError(f"a line of the response is over {limit} bytes")
-            start = len(self.buffer)
-            if not await self.more(deadline, idle):
-                raise HttpError("the server closed the connection mid-response")
+def _reraise(exc: BaseException, secrets: Mapping[str, str], when: str) -> NoReturn:
+    """Raise what an aiohttp exception raised `when` ("before answering", "mid-response")
+    is to the sampler: IdleTimeout, HttpError, or itself (the request's deadline)."""
+    aiohttp = _aiohttp()
+    if isinstance(exc, aiohttp.ServerTimeoutError):  # sock_read / sock_connect: silence
+        raise IdleTimeout(str(exc)) from exc
+    if isinstance(exc, asyncio.TimeoutError) and not isinstance(exc, aiohttp.ClientError):
+        raise exc  # the whole request's deadline (total)
+    if isinstance(exc, aiohttp.ClientConnectorError):  # refused, DNS, TLS, the kernel's ETIMEDOUT
+        message = f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
+    elif isinstance(exc, aiohttp.ServerDisconnectedError):
+        message = f"the server closed the connection {when}"
+    elif isinstance(exc, aiohttp.ClientPayloadError):
+        message = f"the response body is cut short or badly framed: {exc}"
+    elif isinstance(exc, aiohttp.ClientHttpProxyError):
+        message = f"the proxy refused the tunnel: {exc.status} {exc.message}"
+    elif isinstance(exc, aiohttp.ClientResponseError):  # the status line or a header would not parse
+        message = f"not a valid HTTP/1.x response: {exc.message}"
+    elif isinstance(exc, aiohttp.ClientOSError):
+        message = f"connection lost {when}: {exc}"
+    else:
+        message = f"{type(exc).__name__} {when}: {exc}"
+    # A ClientResponseError carries the request's headers, the API key among them, in its
+    # request_info (and its repr): its text is in the message, the exception is not chained.
+    cause = None if isinstance(exc, aiohttp.ClientResponseError) else exc
+    raise HttpError(_scrub(" ".join(message.split()), secrets)) from cause  # one line
 
 
 class Response:
-    """Status, headers (lower-case names) and a body read once: `read()` or `lines()`.
+    """Status, headers (case-insensitive) and a body read once: `read()` or `lines()`.
     Use it as an async context manager; the connection goes back to the pool only when
-    the body was read to its end."""
+    the body has arrived whole."""
 
-    def __init__(
-        self,
-        client: HttpClient,
-        conn: _Connection,
-        status: int,
-        headers: dict[str, str],
-        framing: tuple[str, int],
-        keep_alive: bool,
-        deadline: float,
-        idle: float | None,
-    ) -> None:
-        self.status = status
-        self.headers = headers
-        self._client = client
-        self._conn: _Connection | None = conn
-        self._framing = framing
-        self._keep_alive = keep_alive
-        self._deadline = deadline
-        self._idle = idle
+    def __init__(self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str]) -> None:
+        self._raw = raw
+        self._secrets = secrets  # the header values sent: kept out of error messages
+        self.status = raw.status
+        self.headers = raw.headers
         self._body: AsyncIterator[bytes] | None = None  # one reader of the body, resumable
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        return self._raw.content_type.lower()
 
     async def __aenter__(self) -> Response:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.release()
-
-    def release(self) -> None:
-        """Return the connection if the body was read whole and both ends keep it; else
-        close it."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        if self._framing[0] == "done" and self._keep_alive and conn.reusable:
-            self._client._put(conn)
-        else:
-            conn.close()
+        self._raw.release()  # kept alive when the body has ended, closed otherwise
+        await self._raw.wait_for_close()
 
     def _pieces(self) -> AsyncIterator[bytes]:
         if self._body is None:
             self._body = self._read_body()
         return self._body
 
-    async def read(self) -> bytes:
-        return b"".join([piece async for piece in self._pieces()])
-
-    async def drain(self, limit: int = 64 * 1024, wait_s: float = 1.0) -> None:
-        """Read what is left of a body its reader stopped short of (a stream read to its
-        `data: [DONE]` line: the chunked body's end comes after it), so that the connection
-        is kept. A rest over `limit` bytes, or not there within `wait_s`, is left: the
-        connection is closed instead."""
-        if self._conn is None or self._framing[0] in ("done", "close"):  # "close": never kept
-            return
-        self._idle, self._deadline = None, min(self._deadline, self._conn.loop.time() + wait_s)
+    async def _read_body(self) -> AsyncIterator[bytes]:
+        length = self._raw.content_length
+        if length is not None and length > MAX_BODY:
+            raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({MAX_BODY} bytes)")
         seen = 0
         try:
-            async for piece in self._pieces():
+            async for piece in self._raw.content.iter_any():
                 seen += len(piece)
-                if seen > limit:
-                    return
-        except (OSError, IdleTimeout, asyncio.TimeoutError):
-            return
+                if seen > MAX_BODY:
+                    raise HttpError(f"the response body is over MAX_BODY ({MAX_BODY} bytes)")
+                yield piece
+        except HttpError:
+            raise
+        except (OSError, asyncio.TimeoutError, _aiohttp().ClientError) as exc:
+            _reraise(exc, self._secrets, "mid-response")
+
+    async def read(self) -> bytes:
+        return b"".join([piece async for piece in self._pieces()])
 
     async def lines(self) -> AsyncIterator[bytes]:
         """The body split after each LF (the LF kept, as aiohttp's StreamReader has it);
@@ -259,65 +164,91 @@ class Response:
         if pending:
             yield bytes(pending)
 
-    async def _read_body(self) -> AsyncIterator[bytes]:
-        conn = self._conn
-        if conn is None:
-            raise RuntimeError("the response was released")
-        kind, size = self._framing
-        mid_chunk = "the server closed the connection mid-chunk"
-        if kind == "length":
-            cut = "the server closed the connection after {got} of {n} body bytes"
-            async for piece in conn.pieces(size, self._deadline, self._idle, cut):
-                yield piece
-        elif kind == "chunked":
-            while True:
-                header = await conn.line(self._deadline, self._idle, MAX_HEAD)
-                digits = header.split(b";", 1)[0].strip()
-                if not digits or not HEX.issuperset(digits):  # int() would take a sign
-                    raise HttpError(f"a bad chunk size line: {header[:40]!r}")
-                left = int(digits, 16)
-                if left == 0:  # the trailers, to the empty line
-                    while await conn.line(self._deadline, self._idle, MAX_HEAD):
-                        pass
-                    break
-                async for piece in conn.pieces(left, self._deadline, self._idle, mid_chunk):
-                    yield piece
-                end = [p async for p in conn.pieces(2, self._deadline, self._idle, mid_chunk)]
-                if b"".join(end) != b"\r\n":
-                    raise HttpError("a chunk is longer than its size line says")
-        elif kind == "close":  # no length: the body is what comes until the server closes
-            while conn.buffer or await conn.more(self._deadline, self._idle):
-                yield conn.take(len(conn.buffer))
-        self._framing = ("done", 0)
+    async def drain(self, limit: int = 64 * 1024, wait_s: float = 1.0) -> None:
+        """Read what is left of a body its reader stopped short of (a stream read to its
+        `data: [DONE]` line: the chunked body's end comes after it), so that the connection
+        is kept. A rest over `limit` bytes, or not there within `wait_s`, is left: the
+        connection is closed instead."""
+        if self._raw.content.is_eof():
+            return
+
+        async def rest() -> None:
+            seen = 0
+            async for piece in self._pieces():
+                seen += len(piece)
+                if seen > limit:
+                    return
+
+        try:
+            await asyncio.wait_for(rest(), wait_s)
+        except (OSError, IdleTimeout, asyncio.TimeoutError, ValueError):
+            return
+
+
+async def _on_reused_connection(session: Any, context: SimpleNamespace, params: Any) -> None:
+    context.trace_request_ctx.reused = True
 
 
 class HttpClient:
-    """Connections kept alive per (scheme, host, port), for one event loop at a time."""
+    """One aiohttp session (and its pool of kept-alive connections) for the event loop in
+    use; `close()` it on that loop."""
 
-    def __init__(self, max_idle: int = 64) -> None:
-        self.max_idle = max_idle
-        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tls: ssl.SSLContext | None = None
+        self._proxies: dict[str, tuple[Any, dict[str, str]]] = {}  # origin -> (proxy, its credentials)
+        self.counts = Counter[str]()
 
-    def _get(self, key: tuple[str, str, int]) -> _Connection | None:
-        pool = self._idle.get(key)
-        while pool:
-            conn = pool.pop()
-            if conn.reusable and conn.loop.time() - conn.idle_since <= KEEPALIVE_S:
-                return conn
-            conn.close()
-        return None
+    def _session_here(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._loop is not loop:
+            self._leave(self._session, self._loop)  # type: ignore[arg-type]
+            self._session = None
+        if self._session is None:
+            aiohttp = _aiohttp()
+            tracing = aiohttp.TraceConfig()
+            tracing.on_connection_reuseconn.append(_on_reused_connection)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
+                trust_env=False,  # the proxy comes from _proxy_for, once per origin
+                cookie_jar=aiohttp.DummyCookieJar(),  # an API has no use for cookies
+                read_bufsize=READ_BUFSIZE,
+                trace_configs=[tracing],
+            )
+            self._loop = loop
+        return self._session
 
-    def _put(self, conn: _Connection) -> None:
-        if conn.loop is not self._loop:
-            conn.close()
-            return
-        pool = self._idle.setdefault(conn.key, [])
-        if len(pool) < self.max_idle:
-            conn.idle_since = conn.loop.time()
-            pool.append(conn)
+    @staticmethod
+    def _leave(session: aiohttp.ClientSession, loop: asyncio.AbstractEventLoop) -> None:
+        """A session of another event loop: closed on that loop if it still runs; if it
+        has ended, its sockets cannot be closed from here and are left to the collector."""
+        if loop.is_running() and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
         else:
-            conn.close()
+            session.detach()
+
+    def _proxy_for(self, url: str) -> tuple[Any, dict[str, str]]:
+        """The proxy for `url` from the environment, as `trust_env` has it, and the
+        Proxy-Authorization header for it (from its URL or ~/.netrc), if any."""
+        origin = "/".join(url.split("/", 3)[:3])  # scheme://host:port
+        if origin not in self._proxies:
+            aiohttp = _aiohttp()
+            from yarl import URL
+
+            try:
+                proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(url))
+            except LookupError:  # none for this scheme, or NO_PROXY names the host
+                proxy, auth = None, None
+            self._proxies[origin] = (proxy, {"Proxy-Authorization": auth.encode()} if auth else {})
+        return self._proxies[origin]
+
+    def _tls_for(self, url: str) -> ssl.SSLContext | bool:
+        if not url[:6].lower() == "https:":
+            return True  # aiohttp's default; no TLS on a plain http URL
+        if self._tls is None:  # here, not at import: SSL_CERT_FILE as it is now
+            self._tls = ssl.create_default_context()
+        return self._tls
 
     async def post(
         self,
@@ -330,113 +261,56 @@ class HttpClient:
     ) -> Response:
         """POST `payload` as JSON. The status and headers are awaited here; the body is
         read from the Response within the same `timeout` (seconds from now), and with
-        `idle` set, silence of that many seconds anywhere is IdleTimeout."""
+        `idle` set, silence of that many seconds anywhere (the connect and TLS handshake
+        included) is IdleTimeout."""
+        session = self._session_here()
+        aiohttp = _aiohttp()
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new loop: the old one's sockets are not usable here
-            self._idle.clear()
-            self._loop = loop
         deadline = loop.time() + timeout
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https") or not parts.hostname:
-            raise HttpError(f"not an http(s) URL: {url}")
-        host = parts.hostname
-        port = parts.port or (443 if scheme == "https" else 80)
-        key = (scheme, host, port)
         body = json.dumps(payload).encode()
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        if not target.isascii():  # a request line is ASCII: percent-encode, as a browser does
-            target = quote(target, safe="/%?=&:@!$'()*+,;~")
-        authority = parts.netloc.rpartition("@")[2]
-        head = [
-            f"POST {target} HTTP/1.1",
-            f"Host: {authority}",
-            f"User-Agent: {USER_AGENT}",
-            "Accept: */*",
-            "Accept-Encoding: identity",
-            f"Content-Length: {len(body)}",
-            *(f"{name}: {value}" for name, value in headers.items()),
-        ]
-        message = ("\r\n".join(head) + "\r\n\r\n").encode() + body  # UTF-8 header values, if any
-        conn = self._get(key) or await self._connect(loop, key, deadline, idle)
-        try:
-            conn.transport.write(message)
-            response = await self._head(conn, deadline, idle)
-        except BaseException:
-            conn.close()
-            raise
-        return response
-
-    async def _connect(
-        self, loop: asyncio.AbstractEventLoop, key: tuple[str, str, int], deadline: float, idle: float | None
-    ) -> _Connection:
-        """A new connection (TLS handshake included) within the deadline, and within `idle`
-        when set: a server that accepts and says nothing is a stall here too."""
-        scheme, host, port = key
-        tls = _tls() if scheme == "https" else None
-        conn = _Connection(loop, key)
-        connect = loop.create_connection(
-            lambda: conn, host, port, ssl=tls, server_hostname=host if tls else None
-        )
-        seconds, stall = _limit(loop, deadline, idle)
-        try:
-            await asyncio.wait_for(connect, max(0.0, seconds))
-        except asyncio.TimeoutError as exc:
-            if getattr(exc, "errno", None) is not None:  # the kernel's ETIMEDOUT, not wait_for's
-                raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
-            if stall:
-                raise IdleTimeout() from exc
-            raise
-        except (OSError, UnicodeError) as exc:  # refused, unreachable, DNS (UnicodeError: not a
-            # name IDNA can encode), TLS (a certificate error is a ValueError too)
-            raise HttpError(f"cannot connect to {host}:{port}: {exc}") from exc
-        return conn
-
-    async def _head(self, conn: _Connection, deadline: float, idle: float | None) -> Response:
-        while True:  # 1xx answers (100 Continue) precede the real one
-            end = conn.buffer.find(b"\r\n\r\n")
-            while end < 0:
-                if len(conn.buffer) > MAX_HEAD:
-                    raise HttpError(f"the response's headers are over {MAX_HEAD} bytes")
-                if not await conn.more(deadline, idle):
-                    raise HttpError("the server closed the connection before answering")
-                end = conn.buffer.find(b"\r\n\r\n")
-            lines = conn.take(end + 4).decode("latin-1").split("\r\n")
-            version, _, rest = lines[0].partition(" ")
+        proxy, credentials = self._proxy_for(url)
+        tunnel = url[:6].lower() == "https:"  # credentials go with the CONNECT, else with the request
+        sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
+        secrets = {**sent, **credentials}  # what no error message may show
+        if not tunnel:
+            sent.update(credentials)
+        for attempt in (1, 2):
+            left = deadline - loop.time()
+            if left <= 0:
+                raise asyncio.TimeoutError
+            trace = SimpleNamespace(reused=False)
             try:
-                status = int(rest[:3])
-            except ValueError:
-                status = 0
-            if not version.startswith("HTTP/1.") or not 100 <= status <= 599:
-                raise HttpError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
-            if status >= 200:
-                break
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if sep:
-                name, value = name.strip().lower(), value.strip()
-                headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        connection = headers.get("connection", "").lower()
-        keep_alive = "close" not in connection and (version != "HTTP/1.0" or "keep-alive" in connection)
-        if status in (204, 304):
-            framing = ("done", 0)
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            framing = ("chunked", 0)
-        elif "content-length" in headers:
-            length = headers["content-length"]
-            if not length.isascii() or not length.isdigit():  # int() would take "-5", "1_0"
-                raise HttpError(f"a bad Content-Length: {length[:40]!r}")
-            size = int(length)
-            framing = ("length", size) if size else ("done", 0)
-        else:
-            framing, keep_alive = ("close", 0), False
-        return Response(self, conn, status, headers, framing, keep_alive, deadline, idle)
+                raw = await session.post(
+                    url,
+                    data=body,
+                    headers=sent,
+                    timeout=aiohttp.ClientTimeout(total=left, sock_connect=idle, sock_read=idle),
+                    allow_redirects=False,
+                    ssl=self._tls_for(url),
+                    proxy=proxy,
+                    proxy_headers=credentials if tunnel and credentials else None,
+                    trace_request_ctx=trace,
+                )
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                stale = trace.reused and not isinstance(exc, aiohttp.ClientConnectorError)
+                if stale and attempt == 1:  # the server closed it as the request went out
+                    self.counts["stale_connection_retries"] += 1
+                    continue
+                _reraise(exc, secrets, "before answering")
+            except (OSError, asyncio.TimeoutError, aiohttp.ClientError) as exc:
+                _reraise(exc, secrets, "before answering")
+            except ValueError as exc:  # a header aiohttp will not send: no retry helps
+                names = ", ".join(sorted(sent))
+                raise InvalidRequest(_scrub(f"the request was not sent ({names}): {exc}", secrets)) from exc
+            return Response(raw, secrets)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    def close(self) -> None:
-        """Close the idle connections (those of a loop that has ended went with it)."""
-        for pool in self._idle.values():
-            for conn in pool:
-                if not conn.loop.is_closed():
-                    conn.close()
-        self._idle.clear()
+    async def close(self) -> None:
+        """Close the session's connections (call it on the loop that used it last)."""
+        session, self._session = self._session, None
+        if session is None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            await session.close()
+        else:
+            self._leave(session, self._loop)  # type: ignore[arg-type]

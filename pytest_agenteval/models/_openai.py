@@ -25,7 +25,7 @@ from pytest_agenteval.api.sampler import (
 )
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
 from pytest_agenteval.models._health import EndpointHealth
-from pytest_agenteval.models._http import HttpClient, IdleTimeout
+from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from pytest_agenteval.models._slots import PrioritySlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
@@ -112,7 +112,7 @@ class OpenAISampler:
 
     def _ensure_session(self) -> HttpClient:
         if self._session is None:
-            self._session = HttpClient(max_idle=self.concurrency + 4)
+            self._session = HttpClient()
             self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
         return self._session
 
@@ -332,6 +332,8 @@ class OpenAISampler:
                 raw = await response.read()
         except IdleTimeout as exc:  # nothing for idle_timeout_s
             raise _Retryable("stall") from exc
+        except InvalidRequest as exc:  # never sent (a control character in the API key)
+            raise FatalRequestError(f"{url}: {exc}") from exc
         except asyncio.TimeoutError as exc:  # the whole request's time
             raise _Retryable("timeout" if streaming else cause) from exc
         except StreamInterrupted as exc:  # cut short by the server: it gets deadlines instead
@@ -362,7 +364,8 @@ class OpenAISampler:
         return approx_token_count(text)
 
     def stats(self) -> dict[str, Any]:
-        return dict(sorted((self._counts + self.health.counts).items()))
+        http = self._session.counts if self._session is not None else Counter[str]()
+        return dict(sorted((self._counts + self.health.counts + http).items()))
 
     @property
     def in_flight(self) -> int:
@@ -371,8 +374,9 @@ class OpenAISampler:
 
     async def aclose(self) -> None:
         if self._session is not None:
-            self._session.close()
-            self._session = None
+            session, self._session = self._session, None
+            self._counts.update(session.counts)  # its stale-connection retries outlive it
+            await session.close()
 
 
 def _error_message(raw: bytes) -> str:

@@ -39,6 +39,7 @@ _PACKAGES = (
     "datasets",
     "math-verify",
     "llama-cpp-python",
+    "aiohttp",  # every request to an endpoint goes through it
     "numpy",
 )
 

@@ -49,10 +49,15 @@ def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run
     assert summary["complete"] is True and len(problems) == 30
     assert all(len(p["generations"]) == 4 for p in problems)
     assert set(faults) == {"429", "500", "reset", "stall", "truncated"}
-    assert summary["requests"]["retries"] == sum(faults.values()) >= 12
-    assert summary["requests"]["attempts"] == 120 + sum(faults.values())
     backend = summary["backend"]  # the same retries, by cause, summed over both workers
-    assert backend["retries"] == sum(faults.values()) and backend["ok"] == 120
+    # A reset on a kept-alive socket, before any byte of the reply, looks exactly like a
+    # server closing it as the request went out: the HTTP client sends that once more
+    # itself, and counts it apart (samplers/_http.py).
+    stale = backend.get("stale_connection_retries", 0)
+    assert stale <= faults["reset"]
+    assert summary["requests"]["retries"] + stale == sum(faults.values()) >= 12
+    assert summary["requests"]["attempts"] == 120 + sum(faults.values()) - stale
+    assert backend["retries"] + stale == sum(faults.values()) and backend["ok"] == 120
     assert backend["retry_429"] == faults["429"] and backend["retry_500"] == faults["500"]
     assert backend["retry_timeout"] == faults["stall"]
     result.assert_outcomes(passed=1, failed=29)  # every generation says 14: right only for 7 + 7
