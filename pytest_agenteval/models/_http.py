@@ -27,7 +27,7 @@ import asyncio
 import json
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -111,7 +111,8 @@ class Response:
         self._secrets = secrets  # the header values sent: kept out of error messages
         self.status = raw.status
         self.headers = raw.headers
-        self._body: AsyncIterator[bytes] | None = None  # one reader of the body, resumable
+        self._body: AsyncGenerator[bytes, None] | None = None  # one reader of the body, resumable
+        self._readers: list[AsyncGenerator[bytes, None]] = []  # lines() given out
 
     @property
     def content_type(self) -> str:
@@ -121,15 +122,19 @@ class Response:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        # Readers left at a yield (a stream read to its [DONE] line) are closed here: left
+        # to the loop's finalizer, each cost a wake-up of the loop and a task.
+        for reader in (*self._readers, *([self._body] if self._body is not None else [])):
+            await reader.aclose()
         self._raw.release()  # kept alive when the body has ended, closed otherwise
         await self._raw.wait_for_close()
 
-    def _pieces(self) -> AsyncIterator[bytes]:
+    def _pieces(self) -> AsyncGenerator[bytes, None]:
         if self._body is None:
             self._body = self._read_body()
         return self._body
 
-    async def _read_body(self) -> AsyncIterator[bytes]:
+    async def _read_body(self) -> AsyncGenerator[bytes, None]:
         length = self._raw.content_length
         if length is not None and length > MAX_BODY:
             raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({MAX_BODY} bytes)")
@@ -148,9 +153,14 @@ class Response:
     async def read(self) -> bytes:
         return b"".join([piece async for piece in self._pieces()])
 
-    async def lines(self) -> AsyncIterator[bytes]:
+    def lines(self) -> AsyncIterator[bytes]:
         """The body split after each LF (the LF kept, as aiohttp's StreamReader has it);
         a line over MAX_LINE bytes is a ValueError."""
+        reader = self._lines()
+        self._readers.append(reader)
+        return reader
+
+    async def _lines(self) -> AsyncGenerator[bytes, None]:
         pending = bytearray()
         async for piece in self._pieces():
             pending += piece
