@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._base import SamplerError, approx_token_count
+from ._base import FatalRequestError, SamplerError, approx_token_count
+from ._http import InvalidRequest
 from ._template import ChatTokenizer
 
 MODES = {
@@ -59,6 +60,8 @@ class EndpointCounter:
                 status = response.status
         except (asyncio.TimeoutError, OSError) as exc:  # HttpError is an OSError
             raise SamplerError(f"{url}: {type(exc).__name__} while counting tokens") from exc
+        except InvalidRequest as exc:  # never sent (a control character in the API key)
+            raise FatalRequestError(f"{url}: {exc}") from exc
         try:
             return status, json.loads(raw or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError):
