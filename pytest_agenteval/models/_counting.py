@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_agenteval.api.sampler import SamplerError, approx_token_count
+from pytest_agenteval.api.sampler import FatalRequestError, SamplerError, approx_token_count
+from pytest_agenteval.models._http import InvalidRequest
 from pytest_agenteval.models._template import ChatTokenizer
 
 MODES = {
@@ -59,6 +60,8 @@ class EndpointCounter:
                 status = response.status
         except (asyncio.TimeoutError, OSError) as exc:  # HttpError is an OSError
             raise SamplerError(f"{url}: {type(exc).__name__} while counting tokens") from exc
+        except InvalidRequest as exc:  # never sent (a control character in the API key)
+            raise FatalRequestError(f"{url}: {exc}") from exc
         try:
             return status, json.loads(raw or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError):
