@@ -34,6 +34,7 @@ from pytest_agenteval.plugin.items import (
 )
 from pytest_agenteval.plugin.stealing import STEAL_LOCK
 from pytest_agenteval.run.runtime import Runtime
+from pytest_agenteval.tasks.bfcl_pin import bfcl_eval_version, version_warning
 from pytest_agenteval.tasks.markers import MARKERS
 from pytest_agenteval.tasks.registry import remember
 
@@ -228,13 +229,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is None or not config.stash.get(EVALUATING, False):
         return
+    line = version_warning(bfcl_eval_version())  # first: the suite files are read only when it differs
     texts = (path.read_text(encoding="utf-8", errors="replace").lower() for path in suite_files(config))
-    if any("bfcl" in text for text in texts):
-        from pytest_agenteval.tasks.bfcl._data import bfcl_eval_version, version_warning
-
-        line = version_warning(bfcl_eval_version())
-        if line:
-            terminal.write_line(f"WARNING: {line}", yellow=True)
+    if line and any("bfcl" in text for text in texts):
+        terminal.write_line(f"WARNING: {line}", yellow=True)
 
 
 def pytest_keyboard_interrupt(excinfo: Any) -> None:

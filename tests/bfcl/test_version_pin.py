@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.tasks.bfcl._data import VERIFIED_BFCL_EVAL, bfcl_eval_version, version_warning
+from pytest_agenteval.tasks.bfcl_pin import VERIFIED_BFCL_EVAL, bfcl_eval_version, version_warning
 
 BFCL_SUITE = """
 from pytest_agenteval.tasks.bfcl.suite import Bfcl

@@ -7,7 +7,6 @@ importing ``bfcl_eval`` pulls in dozens of vendor SDKs.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 from collections.abc import Iterable
@@ -103,27 +102,6 @@ def find_data_dir(data_dir: str | Path | None = None) -> Path:
     if not path.is_dir():
         raise BfclDataError(f"bfcl-eval is installed but has no data folder: {_MISSING_DATA_FIX}")
     return path
-
-
-VERIFIED_BFCL_EVAL = "2026.3.23"  # the bfcl-eval whose checker and data our verdicts were checked against
-
-
-def bfcl_eval_version() -> str | None:
-    """The installed bfcl-eval's version, or None where it is not installed."""
-    try:
-        return importlib.metadata.version("bfcl-eval")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def version_warning(installed: str | None) -> str | None:
-    """One line when another bfcl-eval than the verified one is installed."""
-    if installed is None or installed == VERIFIED_BFCL_EVAL:
-        return None
-    return (
-        f"bfcl-eval {installed} is installed: BFCL verdicts were verified against bfcl-eval "
-        f"{VERIFIED_BFCL_EVAL} only (pip install --no-deps bfcl-eval=={VERIFIED_BFCL_EVAL})"
-    )
 
 
 def load_bfcl(categories: Iterable[str], data_dir: str | Path | None = None) -> list[BfclEntry]:
