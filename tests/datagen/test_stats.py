@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_agenteval.tasks.datagen import decide, gate_presets, pointwise_summary, wilson
-from pytest_agenteval.tasks.datagen._stats import bootstrap_ci, item_passes
+from pytest_agenteval.stats.bootstrap import cluster_bootstrap
+from pytest_agenteval.tasks.datagen._stats import item_passes
 
 
 @pytest.mark.parametrize(
@@ -78,9 +79,9 @@ def test_bootstrap_is_deterministic_under_a_seed() -> None:
     def mean(xs):
         return sum(xs) / len(xs)
 
-    assert bootstrap_ci(data, mean, seed=7) == bootstrap_ci(data, mean, seed=7)
-    assert bootstrap_ci(data, mean, seed=7) != bootstrap_ci(data, mean, seed=8)
-    assert bootstrap_ci([1.0], mean, seed=7) is None
+    assert cluster_bootstrap(data, mean, seed=7) == cluster_bootstrap(data, mean, seed=7)
+    assert cluster_bootstrap(data, mean, seed=7) != cluster_bootstrap(data, mean, seed=8)
+    assert cluster_bootstrap([1.0], mean, seed=7).bounds() is None
 
 
 @pytest.mark.parametrize(

@@ -112,8 +112,11 @@ def test_length_control_discounts_a_judge_that_prefers_longer() -> None:
 def test_several_opponents_per_item_use_the_cluster_bootstrap() -> None:
     pairs = [pair(f"g{i}", "A>B", "B>A") for i in range(3)] + [pair(f"g{i}", "B>A", "A>B") for i in range(3)]
     s = winrate_summary(pairs, seed=1)
-    assert s["win_rate_ci_method"] == "cluster bootstrap over items"
-    assert s["adjusted_win_ci95"] == [0.5, 0.5]  # every item has one win and one loss
+    assert s["win_rate_ci_method"] == "cluster bootstrap over items, widened to wilson"
+    # every item has one win and one loss: the cluster bootstrap collapses to [0.5, 0.5];
+    # 6 pairs still leave Wilson's uncertainty (3 of 6), never a point
+    assert s["win_rate_ci95"] == s["adjusted_win_ci95"] == [0.187616, 0.812384]
+    assert s["undefined_resamples"] == {"win_rate_ci95": 0, "adjusted_win_ci95": 0}
     assert winrate_summary(pairs, seed=1) == s
 
 
