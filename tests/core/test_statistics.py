@@ -1,6 +1,7 @@
 """The statistics module (`pytest_agenteval.stats`) against oracles: pass@k against the
 enumeration of every k-subset (exact, in fractions), Wilson against published values, the
-percentile bootstrap against `scipy.stats.bootstrap`, and undefined resamples counted."""
+percentile bootstrap against `scipy.stats.bootstrap`, Krippendorff's alpha against the
+`krippendorff` package, and undefined resamples counted."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from pytest_agenteval.api.metrics import bootstrap_intervals, pass_at_k_curve, summarize_math
 from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, Rollout, Score
 from pytest_agenteval.stats.bootstrap import cluster_bootstrap, ratio_bootstrap, resamples
+from pytest_agenteval.stats.krippendorff import krippendorff_alpha, reliability_units
 from pytest_agenteval.stats.paired import paired_bootstrap
 from pytest_agenteval.stats.pass_at_k import mean_pass_at_k, pass_at_k_exact, unbiased_pass_at_k
 from pytest_agenteval.stats.proportions import CLUSTERED, WILSON, clustered_proportion, wilson
@@ -45,7 +47,9 @@ def test_pass_at_k_mean_over_problems_is_the_exact_mean(k: int) -> None:
 
 
 def test_pass_at_k_curve_of_records_is_the_exact_mean() -> None:
-    records = [record(i, n, c) for i, (n, c) in enumerate([(6, 0), (6, 0), (6, 1)])]  # a float sum is off at k = 1, 2, 4
+    records = [
+        record(i, n, c) for i, (n, c) in enumerate([(6, 0), (6, 0), (6, 1)])
+    ]  # a float sum is off at k = 1, 2, 4
     curve = pass_at_k_curve(records)
     assert curve == {
         str(k): float(sum((enumerated_pass_at_k(6, c, k) for c in (0, 0, 1)), Fraction(0)) / 3)
@@ -312,3 +316,30 @@ def test_the_paired_comparison_matches_scipy() -> None:
         rng=np.random.default_rng(8),
     )
     assert_close(list(ours), theirs, "paired difference")
+
+
+# --- Krippendorff's alpha against the `krippendorff` package --------------------------------
+# The published tables are in tests/datagen/test_panel.py; here random tables with missing
+# values against the PyPI package (GPL: never a dependency, an oracle when installed).
+
+
+@pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
+def test_krippendorff_alpha_matches_the_krippendorff_package(level: str) -> None:
+    oracle = pytest.importorskip(
+        "krippendorff",
+        reason="the krippendorff package (GPL, not a dependency) is the oracle: pip install it",
+    )
+    rng = np.random.default_rng(21)
+    for _ in range(50):
+        coders, units = int(rng.integers(2, 6)), int(rng.integers(3, 25))
+        truth = rng.integers(1, 6, size=units)
+        data = np.where(rng.random((coders, units)) < 0.6, truth, rng.integers(1, 6, size=(coders, units)))
+        data = data.astype(float)
+        data[rng.random((coders, units)) < 0.2] = np.nan
+        ours = krippendorff_alpha(reliability_units(data.tolist()), level)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the package's NaN when undefined
+            theirs = oracle.alpha(reliability_data=data, level_of_measurement=level)
+        assert (ours is None, ours) == (
+            bool(np.isnan(theirs)),
+            None if ours is None else pytest.approx(theirs, abs=1e-12),
+        )
