@@ -78,7 +78,10 @@ def cluster_bootstrap(
 
 
 def ratio_bootstrap(
-    numerator: Sequence[float], denominator: Sequence[float], seed: int, iterations: int = ITERATIONS
+    numerator: Sequence[float] | np.ndarray,
+    denominator: Sequence[float] | np.ndarray,
+    seed: int,
+    iterations: int = ITERATIONS,
 ) -> Interval:
     """Percentile interval of sum(numerator) / sum(denominator) over resampled clusters
     (one entry each), vectorised; a resample whose denominator sums to 0 is undefined.
