@@ -1,17 +1,24 @@
 """The metrics every suite reports unless it says otherwise (Average@N, Pass@N, pass@k, maj@N,
-bootstrap intervals, the sandbox's counts): pure functions of problem records, part of the
-contract because every results file carries them under these names. Empty denominators give 0.0."""
+their 95 % intervals, the sandbox's counts): pure functions of problem records, part of the
+contract because every results file carries them under these names. Empty denominators give 0.0.
+
+The statistics themselves (bootstrap, Wilson, pass@k) live in `pytest_agenteval.stats`, the
+one layer below this one: the contract's metrics and the layers above (the baseline gate,
+reports, datagen) share one implementation. `unbiased_pass_at_k` stays importable from here."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from math import comb
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from pytest_agenteval.api.records import ProblemRecord
+from pytest_agenteval.stats.bootstrap import ratio_bootstrap
+from pytest_agenteval.stats.pass_at_k import mean_pass_at_k
+from pytest_agenteval.stats.pass_at_k import unbiased_pass_at_k as unbiased_pass_at_k  # since 0.1
+from pytest_agenteval.stats.proportions import clustered_proportion
 
 BOOTSTRAP_ITERATIONS = 1000
 
@@ -46,25 +53,13 @@ def mean_turns(records: Sequence[ProblemRecord]) -> float:
     return _ratio(sum(g.rollout.turns for r in records for g in r.generations), generations)
 
 
-def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
-    """Chen et al. (2021): 1 - C(n-c, k) / C(n, k), the chance that k of n samples drawn
-    without replacement contain a correct one."""
-    if k > n:
-        raise ValueError(f"k={k} exceeds n={n}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
-
-
 def pass_at_k_curve(records: Sequence[ProblemRecord]) -> dict[str, float]:
-    """Mean unbiased pass@k over problems for every k up to the smallest N."""
+    """Mean unbiased pass@k over problems for every k up to the smallest N (exact, then rounded)."""
     if not records:
         return {}
-    smallest = min(len(r.generations) for r in records)
-    return {
-        str(k): sum(unbiased_pass_at_k(len(r.generations), r.num_correct, k) for r in records) / len(records)
-        for k in range(1, smallest + 1)
-    }
+    counts = [(len(r.generations), r.num_correct) for r in records]
+    smallest = min(n for n, _ in counts)
+    return {str(k): mean_pass_at_k(counts, k) for k in range(1, smallest + 1)}
 
 
 def majority_answer(record: ProblemRecord) -> Any:
@@ -98,37 +93,51 @@ def _per_problem_arrays(records: Sequence[ProblemRecord]) -> dict[str, np.ndarra
         ),
         "passed": np.array([r.passed for r in records], dtype=np.int64),
         "majority": np.array([majority_correct(r) for r in records], dtype=np.int64),
+        "problems": np.ones(len(records), dtype=np.int64),
     }
 
 
-_BOOTSTRAPPED: dict[str, Callable[[dict[str, np.ndarray]], np.ndarray]] = {
-    "average_at_n": lambda s: s["correct"] / np.maximum(s["generations"], 1),
-    "pass_at_n": lambda s: s["passed"] / np.maximum(s["problems"], 1),
-    "format_rate": lambda s: s["formatted"] / np.maximum(s["generations"], 1),
-    "maj_at_n": lambda s: s["majority"] / np.maximum(s["problems"], 1),
+# metric -> (numerator, denominator) per problem; a problem is one cluster
+_RATES = {
+    "average_at_n": ("correct", "generations"),
+    "pass_at_n": ("passed", "problems"),
+    "format_rate": ("formatted", "generations"),
+    "maj_at_n": ("majority", "problems"),
 }
 
 
 def bootstrap_intervals(
     records: Sequence[ProblemRecord], iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0
-) -> dict[str, list[float]]:
-    """Percentile 95% intervals, resampling problems (their N generations stay together)."""
-    if not records:
-        return {name: [0.0, 0.0] for name in _BOOTSTRAPPED}
+) -> dict[str, list[float] | None]:
+    """The plain percentile bootstrap of each rate, resampling problems (their N generations
+    stay together); None without problems. It collapses to a point at 0 % and 100 %: the
+    summary's `ci95` comes from `intervals`, which does not."""
     arrays = _per_problem_arrays(records)
-    rng = np.random.default_rng(seed)
-    problems = len(records)
-    sums: dict[str, list[np.ndarray]] = {key: [] for key in arrays}
-    for start in range(0, iterations, 100):  # chunks bound memory at 100 x problems
-        count = min(100, iterations - start)
-        picks = rng.integers(0, problems, size=(count, problems))
-        for key, values in arrays.items():
-            sums[key].append(values[picks].sum(axis=1))
-    totals = {key: np.concatenate(parts) for key, parts in sums.items()}
-    totals["problems"] = np.full(iterations, problems)
     return {
-        name: [round(float(q), 6) for q in np.percentile(fn(totals), [2.5, 97.5])]
-        for name, fn in _BOOTSTRAPPED.items()
+        name: ratio_bootstrap(arrays[top], arrays[bottom], seed, iterations).bounds()
+        for name, (top, bottom) in _RATES.items()
+    }
+
+
+def intervals(
+    records: Sequence[ProblemRecord], iterations: int = BOOTSTRAP_ITERATIONS, seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """The summary's `ci95` (95 % intervals), `ci95_method` and `ci95_undefined_resamples`.
+
+    Pass@N and maj@N are proportions of problems: Wilson. Average@N and the format rate are
+    proportions of generations, clustered by problem: the percentile cluster bootstrap widened
+    to Wilson over generations (`stats.proportions`: never a point at 0 % or 100 %, Wilson
+    alone when every problem has one generation). Undefined resamples (none of the
+    resampled problems has a generation) are counted, not dropped silently."""
+    arrays = _per_problem_arrays(records)
+    found = {
+        name: clustered_proportion(arrays[top].tolist(), arrays[bottom].tolist(), seed, iterations)
+        for name, (top, bottom) in _RATES.items()
+    }
+    return {
+        "ci95": {name: interval.bounds() for name, interval in found.items()},
+        "ci95_method": {name: interval.method for name, interval in found.items()},
+        "ci95_undefined_resamples": {name: interval.undefined for name, interval in found.items()},
     }
 
 
@@ -165,7 +174,8 @@ def sandbox_stats(records: Sequence[ProblemRecord]) -> dict[str, Any]:
 
 
 def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) -> dict[str, Any]:
-    """The design documents' summary fields under the ReTool lab's names, plus pass@k, maj@N and CIs."""
+    """The design documents' summary fields under the ReTool lab's names, plus pass@k, maj@N and
+    the intervals (`intervals`)."""
     return {
         "problems": len(records),
         "generations": sum(len(r.generations) for r in records),
@@ -178,6 +188,6 @@ def summarize_math(records: Sequence[ProblemRecord], bootstrap_seed: int = 0) ->
         "passed_problems": sum(r.passed for r in records),
         "maj_at_n": maj_at_n(records),
         "pass_at_k": pass_at_k_curve(records),
-        "ci95": bootstrap_intervals(records, seed=bootstrap_seed),
+        **intervals(records, seed=bootstrap_seed),
         "sandbox": sandbox_stats(records),
     }

@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord
 from pytest_agenteval.datasets.jsonl import read_jsonl
-from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, problem_scores
+from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap
 
 
 class BaselineError(ValueError):
@@ -42,6 +42,12 @@ class Comparison:
             "passed": self.passed,
             "reason": self.reason,
         }
+
+
+def problem_scores(records: Sequence[ProblemRecord]) -> dict[str, float]:
+    """Per complete problem: the fraction of correct generations, as `load_baseline` reads
+    an earlier run (here, not in `stats`, which sits below the records)."""
+    return {str(r.problem_id): r.num_correct / len(r.generations) for r in records if r.complete}
 
 
 def load_baseline(path: Path) -> dict[str, dict[str, float]]:

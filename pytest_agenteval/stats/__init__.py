@@ -1,3 +1,11 @@
-"""Statistics over runs: the paired comparison of two runs over the problems both scored
-(the baseline gate and `pytest-agenteval report`). The metrics of one run are the contract's
-(`api.metrics`)."""
+"""The statistics, in one place and pure-numeric: the percentile bootstrap over clusters
+(`bootstrap`), Wilson intervals and clustered proportions (`proportions`), pass@k
+(`pass_at_k`), Krippendorff's alpha (`krippendorff`) and the paired comparison of two runs
+(`paired`).
+
+This is the bottom layer: it imports nothing else of ours (numpy and the standard library
+only), so the public contract (`api.metrics`, whose default metrics carry intervals) and
+every layer above can use the same code. Before it, the bootstrap existed in three copies
+(api/metrics.py, stats/paired.py, tasks/datagen/_stats.py) that differed in how they treated
+an undefined resample. Nothing is imported here: `stats.paired` is read at start-up (by the
+baseline comparison) and must not pull numpy in with it."""

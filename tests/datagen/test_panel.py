@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from pytest_agenteval.stats.bootstrap import resamples
 from pytest_agenteval.tasks.datagen import krippendorff_alpha, panel_summary, reliability_units
+from pytest_agenteval.tasks.datagen._panel import ALPHA_ITERATIONS
 
 n = None
 # The `krippendorff` package's docstring example (3 coders, 15 units, missing values).
@@ -101,3 +104,19 @@ def test_review_order_puts_disagreement_first() -> None:
 
 def test_one_judge_is_not_a_panel() -> None:
     assert panel_summary({"g0": {"a": scores(3)}}, ["a"], seed=1) is None
+
+
+def test_resamples_without_variation_are_counted_not_dropped() -> None:
+    # two items where both judges give 5, one where they differ: a resample that draws only
+    # the first two has no variation and no alpha; it is counted beside the interval
+    table = {
+        "same1": {"a": scores(5), "b": scores(5)},
+        "same2": {"a": scores(5), "b": scores(5)},
+        "split": {"a": scores(2), "b": scores(3)},
+    }
+    entry = panel_summary(table, ["a", "b"], seed=6)["alpha"]["total"]
+    allowed = np.array([True, True, False])  # items in table order; the module's own stream
+    expected = sum(int(allowed[rows].all(axis=1).sum()) for rows in resamples(3, ALPHA_ITERATIONS, 6))
+    assert entry["undefined_resamples"] == expected
+    assert 0 < expected < ALPHA_ITERATIONS
+    assert entry["ci95"] is not None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_agenteval.stats.bootstrap import cluster_bootstrap
 from pytest_agenteval.tasks.datagen import decide, gate_presets, pointwise_summary, wilson
-from pytest_agenteval.tasks.datagen._stats import bootstrap_ci, item_passes
+from pytest_agenteval.tasks.datagen._stats import item_passes
 
 
 @pytest.mark.parametrize(
@@ -64,6 +65,14 @@ def test_pointwise_summary_counts_invalid_verdicts_and_never_scores_them() -> No
     assert summary["per_judge"]["j"]["reasked"] == 1
 
 
+def test_valid_rate_has_an_interval_that_never_collapses_at_one() -> None:
+    # 4 items x 2 judges, every verdict valid: the judges' verdicts on an item are one cluster
+    summary = pointwise_summary([[pw("a", (4, 4, 4, 4)), pw("b", (3, 3, 3, 3))] for _ in range(4)], seed=1)
+    assert summary["valid_rate"] == 1.0
+    assert summary["valid_rate_ci95"] == wilson(8, 8) == [0.675592, 1.0]
+    assert summary["undefined_resamples"] == {"mean_score_ci95": 0, "valid_rate_ci95": 0}
+
+
 def test_all_invalid_gives_null_metrics_with_counts() -> None:
     summary = pointwise_summary([[pw("j", None)], [pw("j", None)]], seed=1)
     assert summary["valid_rate"] == 0.0
@@ -78,9 +87,9 @@ def test_bootstrap_is_deterministic_under_a_seed() -> None:
     def mean(xs):
         return sum(xs) / len(xs)
 
-    assert bootstrap_ci(data, mean, seed=7) == bootstrap_ci(data, mean, seed=7)
-    assert bootstrap_ci(data, mean, seed=7) != bootstrap_ci(data, mean, seed=8)
-    assert bootstrap_ci([1.0], mean, seed=7) is None
+    assert cluster_bootstrap(data, mean, seed=7) == cluster_bootstrap(data, mean, seed=7)
+    assert cluster_bootstrap(data, mean, seed=7) != cluster_bootstrap(data, mean, seed=8)
+    assert cluster_bootstrap([1.0], mean, seed=7).bounds() is None
 
 
 @pytest.mark.parametrize(

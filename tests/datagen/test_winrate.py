@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.tasks.datagen import pair_result, winrate_summary
+from pytest_agenteval.tasks.datagen import pair_result, wilson, winrate_summary
 
 LABEL_WINNER = {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"}
 
@@ -112,9 +112,23 @@ def test_length_control_discounts_a_judge_that_prefers_longer() -> None:
 def test_several_opponents_per_item_use_the_cluster_bootstrap() -> None:
     pairs = [pair(f"g{i}", "A>B", "B>A") for i in range(3)] + [pair(f"g{i}", "B>A", "A>B") for i in range(3)]
     s = winrate_summary(pairs, seed=1)
-    assert s["win_rate_ci_method"] == "cluster bootstrap over items"
-    assert s["adjusted_win_ci95"] == [0.5, 0.5]  # every item has one win and one loss
+    assert s["win_rate_ci_method"] == "cluster bootstrap over items, widened to wilson"
+    # every item has one win and one loss: the cluster bootstrap collapses to [0.5, 0.5];
+    # 6 pairs still leave Wilson's uncertainty (3 of 6), never a point
+    assert s["win_rate_ci95"] == s["adjusted_win_ci95"] == [0.187616, 0.812384]
+    assert s["undefined_resamples"] == {"win_rate_ci95": 0, "adjusted_win_ci95": 0}
     assert winrate_summary(pairs, seed=1) == s
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "wins", "interval"),
+    [("A>B", "B>A", 6, [0.609666, 1.0]), ("B>A", "A>B", 0, [0.0, 0.390334])],
+)
+def test_rates_at_zero_or_one_with_several_opponents_keep_wilson_width(first, second, wins, interval) -> None:
+    # 3 items x 2 opponents, every pair won (or lost): the cluster bootstrap alone gives a point
+    pairs = [pair(f"g{i}", first, second) for i in range(3)] * 2
+    s = winrate_summary(pairs, seed=1)
+    assert s["win_rate_ci95"] == s["adjusted_win_ci95"] == wilson(wins, 6) == interval
 
 
 @pytest.mark.parametrize(("first", "second", "rate"), [("A>B", "B>A", 1.0), ("B>A", "A>B", 0.0)])

@@ -13,7 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.tasks.datagen._stats import _ratio, wilson
+from pytest_agenteval.stats.proportions import wilson
+from pytest_agenteval.tasks.datagen._stats import _ratio
 from pytest_agenteval.tasks.datagen._verdict import DIMENSIONS
 
 STATUSES = ("approved", "rejected", "needs_revision")
@@ -143,7 +144,7 @@ def agreement_with_judges(
     """Each LLM judge against the human verifications of the same items (the calibration
     none of the anchors ship): ordinal alpha per dimension, interval alpha on the mean,
     and the judge's mean offset from the human (positive: more lenient)."""
-    from pytest_agenteval.tasks.datagen._panel import krippendorff_alpha
+    from pytest_agenteval.stats.krippendorff import krippendorff_alpha  # numpy: not at import
 
     try:
         store = load_verifications(path)

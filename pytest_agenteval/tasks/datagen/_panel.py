@@ -1,76 +1,25 @@
-"""A judge panel as statistics: Krippendorff's alpha (our own implementation: the PyPI
-package is GPL), per-judge severity, outliers by distance from the others' median (the
-the design documents' |z| > 2 cannot fire at 3-5 judges: |z| <= (n-1)/sqrt(n)), and the items to show a
-human first."""
+"""A judge panel as statistics: Krippendorff's alpha (`stats.krippendorff`, re-exported
+here and from `tasks.datagen`, where users import it), per-judge severity, outliers by
+distance from the others' median (the design documents' |z| > 2 cannot fire at 3-5
+judges: |z| <= (n-1)/sqrt(n)), and the items to show a human first."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from pytest_agenteval.tasks.datagen._stats import bootstrap_ci
+from pytest_agenteval.stats.bootstrap import cluster_bootstrap
+from pytest_agenteval.stats.krippendorff import Value
+from pytest_agenteval.stats.krippendorff import krippendorff_alpha as krippendorff_alpha
+from pytest_agenteval.stats.krippendorff import reliability_units as reliability_units
 from pytest_agenteval.tasks.datagen._verdict import DIMENSIONS
 
 OUTLIER_DISTANCE = 2  # |score - median of the other judges| at least this: an outlier
 FLAG_OUTLIER_RATE = 0.25
 FLAG_SEVERITY = 1.0
 ALPHA_ITERATIONS = 500
-Value = float | None
-
-
-def _delta(domain: np.ndarray, n_c: np.ndarray, level: str) -> np.ndarray:
-    c, k = np.meshgrid(domain, domain, indexing="ij")
-    if level == "nominal":
-        return (c != k).astype(float)
-    if level == "interval":
-        return (c - k) ** 2
-    if level == "ratio":
-        total = c + k
-        return np.divide((c - k) ** 2, total**2, out=np.zeros_like(total, dtype=float), where=total != 0)
-    if level == "ordinal":
-        cumulative = np.concatenate([[0.0], np.cumsum(n_c)])
-        i, j = np.meshgrid(np.arange(len(domain)), np.arange(len(domain)), indexing="ij")
-        low, high = np.minimum(i, j), np.maximum(i, j)
-        between = cumulative[high + 1] - cumulative[low]
-        return (between - (n_c[i] + n_c[j]) / 2) ** 2
-    raise ValueError(f"unknown level of measurement {level!r}")
-
-
-def krippendorff_alpha(units: Sequence[Sequence[Value]], level: str = "ordinal") -> float | None:
-    """`units`: for each unit (item), the values its coders gave (None or NaN = missing).
-    None when alpha is undefined (fewer than two pairable values, or no variation)."""
-    pairable = []
-    for unit in units:
-        values = [float(v) for v in unit if v is not None and not math.isnan(float(v))]
-        if len(values) >= 2:
-            pairable.append(values)
-    if not pairable:
-        return None
-    domain = np.array(sorted({v for unit in pairable for v in unit}))
-    if len(domain) < 2:
-        return None
-    index = {v: i for i, v in enumerate(domain)}
-    coincidences = np.zeros((len(domain), len(domain)))
-    for values in pairable:
-        counts = np.zeros(len(domain))
-        for v in values:
-            counts[index[v]] += 1
-        coincidences += (np.outer(counts, counts) - np.diag(counts)) / (len(values) - 1)
-    n_c = coincidences.sum(axis=1)
-    n = n_c.sum()
-    delta = _delta(domain, n_c, level)
-    expected = (np.outer(n_c, n_c) * delta).sum()
-    if expected == 0:
-        return None
-    return float(1 - (n - 1) * (coincidences * delta).sum() / expected)
-
-
-def reliability_units(rows: Sequence[Sequence[Value]]) -> list[list[Value]]:
-    """Coders x units (the `krippendorff` package's `reliability_data`) to units."""
-    return [list(column) for column in zip(*rows, strict=True)]
 
 
 Table = Mapping[str, Mapping[str, Mapping[str, int] | None]]  # item -> judge -> scores
@@ -92,8 +41,15 @@ def _values(table: Table, judges: Sequence[str], dim: str) -> list[list[Value]]:
 def _alpha_entry(units: list[list[Value]], level: str, seed: int) -> dict[str, Any]:
     alpha = krippendorff_alpha(units, level)
     reason = None if alpha is not None else "undefined: fewer than two pairable values or no variation"
-    ci = bootstrap_ci(units, lambda sample: krippendorff_alpha(sample, level), seed, ALPHA_ITERATIONS)
-    return {"alpha": None if alpha is None else round(alpha, 6), "ci95": ci, "reason": reason, "level": level}
+    # a resample without variation has no alpha: counted in undefined_resamples, not dropped
+    ci = cluster_bootstrap(units, lambda sample: krippendorff_alpha(sample, level), seed, ALPHA_ITERATIONS)
+    return {
+        "alpha": None if alpha is None else round(alpha, 6),
+        "ci95": ci.bounds(),
+        "undefined_resamples": ci.undefined,
+        "reason": reason,
+        "level": level,
+    }
 
 
 def _agreement(units: list[list[Value]]) -> dict[str, float | None]:

@@ -1,52 +1,25 @@
-"""Intervals and the pointwise (LLM judge) metrics: pure functions of verdicts.
+"""The pointwise (LLM judge) metrics and their intervals: pure functions of verdicts. The
+statistics are `pytest_agenteval.stats`' (Wilson, the cluster bootstrap); `wilson` is
+re-exported here for the modules of this package that import it from here.
 
 Pass and excellent compare integer sums (a mean of 3.5 over 4 dimensions and k judges
 is a sum of 14k), never floats. Invalid verdicts are counted, never scored."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from pytest_agenteval.stats.bootstrap import cluster_bootstrap
+from pytest_agenteval.stats.proportions import clustered_proportion
+from pytest_agenteval.stats.proportions import wilson as wilson
 from pytest_agenteval.tasks.datagen._verdict import DIMENSIONS
 
-Z95 = 1.959963984540054
 BOOTSTRAP_ITERATIONS = 2000
 PASS_SUM, EXCELLENT_SUM = 14, 18  # of four 1-5 scores: mean 3.5 and 4.5
-
-
-def wilson(successes: int, total: int, z: float = Z95) -> list[float] | None:
-    """Wilson score interval for a proportion; None without observations."""
-    if total <= 0:
-        return None
-    p = successes / total
-    denominator = 1 + z * z / total
-    centre = (p + z * z / (2 * total)) / denominator
-    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / denominator
-    return [round(max(0.0, centre - half), 6), round(min(1.0, centre + half), 6)]
-
-
-def bootstrap_ci(
-    clusters: Sequence[Any],
-    statistic: Callable[[Sequence[Any]], float | None],
-    seed: int,
-    iterations: int = BOOTSTRAP_ITERATIONS,
-) -> list[float] | None:
-    """Percentile 95 % interval, resampling whole clusters (items) with replacement."""
-    if len(clusters) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(clusters), size=(iterations, len(clusters)))
-    values = [statistic([clusters[i] for i in row]) for row in draws]
-    finite = [v for v in values if v is not None and not math.isnan(v)]
-    if not finite:
-        return None
-    low, high = np.percentile(finite, [2.5, 97.5])
-    return [round(float(low), 6), round(float(high), 6)]
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -106,26 +79,40 @@ def pointwise_summary(per_item: Sequence[Sequence[Mapping[str, Any]]], seed: int
             return _ratio(sum(values), len(values))
 
         value = dim_mean(scored)
+        interval = cluster_bootstrap(scored, dim_mean, seed, BOOTSTRAP_ITERATIONS)
         dims[dim] = {
             "mean": None if value is None else round(value, 6),
-            "ci95": bootstrap_ci(scored, dim_mean, seed),
+            "ci95": interval.bounds(),
+            "undefined_resamples": interval.undefined,
         }
     score = mean_score(scored)
+    score_interval = cluster_bootstrap(scored, mean_score, seed, BOOTSTRAP_ITERATIONS)
+    valid_interval = clustered_proportion(  # k judges' verdicts on one item are one cluster
+        [sum(j.get("status") == "valid" for j in item) for item in per_item],
+        [len(item) for item in per_item],
+        seed,
+        BOOTSTRAP_ITERATIONS,
+    )
     return {
         "judgments": len(everything),
         "valid": len(valid),
         "invalid": sum(j.get("status") == "invalid" for j in everything),
         "errors": sum(j.get("status") == "error" for j in everything),
         "valid_rate": _ratio(len(valid), len(everything)),
+        "valid_rate_ci95": valid_interval.bounds(),
         "items": len(per_item),
         "items_scored": len(scored),
         "items_without_valid_verdict": len(per_item) - len(scored),
         "mean_score": None if score is None else round(score, 6),
-        "mean_score_ci95": bootstrap_ci(scored, mean_score, seed),
+        "mean_score_ci95": score_interval.bounds(),
         "pass_rate": _ratio(passed, len(scored)),
         "pass_rate_ci95": wilson(passed, len(scored)),
         "excellent_rate": _ratio(excellent, len(scored)),
         "excellent_rate_ci95": wilson(excellent, len(scored)),
         "per_dimension": dims,
+        "undefined_resamples": {
+            "mean_score_ci95": score_interval.undefined,
+            "valid_rate_ci95": valid_interval.undefined,
+        },
         "per_judge": _per_judge(everything),
     }

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_agenteval.tasks.datagen._stats import _ratio, bootstrap_ci, wilson
+from pytest_agenteval.stats.proportions import WILSON, clustered_proportion
+from pytest_agenteval.tasks.datagen._stats import BOOTSTRAP_ITERATIONS, _ratio
 
 OUTCOME_VALUE = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 EXTREME_CHANGE = 0.10  # AlpacaEval's warning when length control moves the rate this much
@@ -101,6 +102,10 @@ def length_control(
     }
 
 
+def _method(method: str) -> str:
+    return "wilson" if method == WILSON else "cluster bootstrap over items, widened to wilson"
+
+
 def winrate_summary(pairs: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     """`pairs`: {item, judge, opponent, first, second, generated_chars, reference_chars}."""
     results = [pair_result(p["first"], p["second"]) for p in pairs]
@@ -111,15 +116,21 @@ def winrate_summary(pairs: Sequence[Mapping[str, Any]], seed: int) -> dict[str, 
         if result["complete"]:
             by_item[pair["item"]].append(result)
     clusters = list(by_item.values())
-
-    def flat_adjusted(groups: Sequence[Sequence[Mapping[str, Any]]]) -> float | None:
-        return _adjusted([r for g in groups for r in g])
-
-    def flat_win(groups: Sequence[Sequence[Mapping[str, Any]]]) -> float | None:
-        rows = [r for g in groups for r in g]
-        return _ratio(sum(r["outcome"] == "win" for r in rows), len(rows))
-
-    one_pair_each = all(len(g) == 1 for g in clusters)
+    # proportions of pairs, clustered by item (several opponents or judges per item): the
+    # cluster bootstrap widened to Wilson, never a point at 0 % or 100 %; Wilson alone when
+    # every item has one pair. Ties count half in the adjusted rate.
+    win_interval = clustered_proportion(
+        [sum(r["outcome"] == "win" for r in g) for g in clusters],
+        [len(g) for g in clusters],
+        seed,
+        BOOTSTRAP_ITERATIONS,
+    )
+    adjusted_interval = clustered_proportion(
+        [sum(OUTCOME_VALUE[r["outcome"]] for r in g) for g in clusters],
+        [len(g) for g in clusters],
+        seed,
+        BOOTSTRAP_ITERATIONS,
+    )
     n = len(complete)
     summary: dict[str, Any] = {
         "pairs": len(pairs),
@@ -131,12 +142,15 @@ def winrate_summary(pairs: Sequence[Mapping[str, Any]], seed: int) -> dict[str, 
         "win_rate": _ratio(counts["win"], n),
         "loss_rate": _ratio(counts["loss"], n),
         "tie_rate": _ratio(counts["tie"], n),
-        "win_rate_ci95": wilson(counts["win"], n)
-        if one_pair_each
-        else bootstrap_ci(clusters, flat_win, seed),
-        "win_rate_ci_method": "wilson" if one_pair_each else "cluster bootstrap over items",
+        "win_rate_ci95": win_interval.bounds(),
+        "win_rate_ci_method": _method(win_interval.method),
         "adjusted_win_rate": _adjusted(complete),
-        "adjusted_win_ci95": bootstrap_ci(clusters, flat_adjusted, seed),
+        "adjusted_win_ci95": adjusted_interval.bounds(),
+        "adjusted_win_ci_method": _method(adjusted_interval.method),
+        "undefined_resamples": {
+            "win_rate_ci95": win_interval.undefined,
+            "adjusted_win_ci95": adjusted_interval.undefined,
+        },
         "position_inconsistency_rate": _ratio(sum(not r["consistent"] for r in complete), n),
         "per_judge": _per_judge(pairs),
         **length_control(pairs, results),
