@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import socket
 import time
@@ -26,6 +25,7 @@ from pytest_agenteval.api.sampler import (
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
 from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
+from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from pytest_agenteval.models._slots import PrioritySlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
@@ -77,7 +77,7 @@ class OpenAISampler:
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
         self.extra_body = dict(extra_body or {})
-        self._api_key = api_key or os.environ.get(api_key_env) or None
+        self._api_key = api_key or api_key_from_env(api_key_env)  # stripped; ApiKeyError: one line
         # servers this run launched (url -> log): a refused connection there means it died
         self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
         self._dead: set[str] = set()
