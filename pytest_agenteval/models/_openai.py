@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import socket
@@ -27,7 +28,7 @@ from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
 from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
-from pytest_agenteval.models._slots import PrioritySlots
+from pytest_agenteval.models._slots import EndpointSlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
 from pytest_agenteval.models._template import ChatTokenizer
 
@@ -89,7 +90,7 @@ class OpenAISampler:
             fingerprint=fingerprint,
             details={"api_key_env": api_key_env},
         )
-        self._slots: PrioritySlots | None = None
+        self._slots: EndpointSlots | None = None  # --concurrency on each endpoint
         self._in_flight = Counter[str]()
         self._session: HttpClient | None = None
         self._rng = random.Random(0)
@@ -113,7 +114,7 @@ class OpenAISampler:
     def _ensure_session(self) -> HttpClient:
         if self._session is None:
             self._session = HttpClient()
-            self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
+            self._slots = EndpointSlots(self.endpoints, self.concurrency)
         return self._session
 
     def body(
@@ -207,28 +208,29 @@ class OpenAISampler:
         started = time.monotonic()
         attempt, avoid = 0, None
         while True:
-            async with self._slots.slot(priority):
-                endpoint, wait = self._pick_endpoint(avoid)
-                if endpoint is not None:
-                    attempt += 1
-                    self._in_flight[endpoint] += 1
-                    try:
-                        self._counts["requests"] += 1
-                        sent = time.monotonic()
-                        data = await self._post(session, endpoint, body, route)
-                        completions = _parse_completions(data, time.monotonic() - started, attempt)
-                        self._counts["ok"] += 1
-                        self._observe(endpoint, completions, time.monotonic() - sent)
-                        return completions
-                    except _Retryable as exc:
-                        failure = exc
-                        self._note_failure(endpoint, exc.cause)
-                    except FatalRequestError:
-                        self.health.succeeded(endpoint)  # it answered: alive
-                        raise
-                    finally:
-                        self._in_flight[endpoint] -= 1
-                        self.health.release(endpoint)  # a probe cancelled or raising: free it
+            slots = self._slots
+            endpoint, wait = await slots.acquire(priority, functools.partial(self._pick_endpoint, avoid))
+            if endpoint is not None:
+                attempt += 1
+                self._in_flight[endpoint] += 1
+                try:
+                    self._counts["requests"] += 1
+                    sent = time.monotonic()
+                    data = await self._post(session, endpoint, body, route)
+                    completions = _parse_completions(data, time.monotonic() - started, attempt)
+                    self._counts["ok"] += 1
+                    self._observe(endpoint, completions, time.monotonic() - sent)
+                    return completions
+                except _Retryable as exc:
+                    failure = exc
+                    self._note_failure(endpoint, exc.cause)
+                except FatalRequestError:
+                    self.health.succeeded(endpoint)  # it answered: alive
+                    raise
+                finally:
+                    self._in_flight[endpoint] -= 1
+                    self.health.release(endpoint)  # a probe cancelled or raising: free it
+                    slots.release(endpoint)
             if endpoint is None:  # every endpoint is out of the rotation
                 self._check_outage()
                 await asyncio.sleep(wait)
@@ -253,13 +255,16 @@ class OpenAISampler:
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
 
-    def _pick_endpoint(self, avoid: str | None) -> tuple[str | None, float]:
-        """The health's pick; when every launched server is dead, an error at once (with
-        the logs) instead of minutes of retries."""
+    def _pick_endpoint(
+        self, avoid: str | None, in_use: Mapping[str, int], full: frozenset[str]
+    ) -> tuple[str | None, float | None]:
+        """The health's pick among the endpoints with a free slot (`in_use`: requests in
+        flight on each, over every sampler sharing the slots); when every launched server
+        is dead, an error at once (with the logs) instead of minutes of retries."""
         if self._dead and self.health.all_retired():
             logs = ", ".join(self.launched[url] for url in self.endpoints if url in self.launched)
             raise SamplerError(f"the launched server died (connection refused); its log: {logs}")
-        return self.health.pick(self._in_flight, avoid)
+        return self.health.pick(in_use, avoid, full)
 
     def _launched_dead(self, endpoint: str) -> bool:
         """A launched loopback server that refuses connections has exited: drain it."""
