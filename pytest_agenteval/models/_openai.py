@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import random
@@ -303,7 +304,8 @@ class OpenAISampler:
             )
 
     def _observe(self, endpoint: str, completions: Sequence[Completion], seconds: float) -> None:
-        tokens = sum(c.completion_tokens for c in completions)
+        usage = completions[0].request_usage  # n > 1: the request's one total
+        tokens = usage["completion_tokens"] if usage else (completions[0].completion_tokens or 0)
         self.health.succeeded(endpoint, tokens / max(1, len(completions)), seconds)
 
     def _streams(self, endpoint: str, body: Mapping[str, Any]) -> bool:
@@ -397,7 +399,11 @@ def _error_message(raw: bytes) -> str:
 
 
 def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -> list[Completion]:
-    """Every choice; the request's attempts are counted once, on the first."""
+    """Every choice; the request's attempts are counted once, on the first. A request
+    of several choices (`n`) has one usage, as servers report it: each sample records
+    the prompt's tokens (the prompt of every one) and its own completion tokens where
+    the reply says them (token ids, logprobs), else None; the request's usage goes on
+    the first sample (`request_usage`), {} on the others."""
     try:
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
         if not choices:
@@ -405,14 +411,43 @@ def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _Retryable("bad_json") from exc
     usage = data.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    if len(choices) == 1:
+        return [_parse_choice(choices[0], prompt, completion, latency, attempts)]
+    request = {"prompt_tokens": prompt, "completion_tokens": completion}
     return [
-        _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0)
+        dataclasses.replace(
+            _parse_choice(choice, prompt, _own_tokens(choice), latency, attempts if i == 0 else 0),
+            request_usage=request if i == 0 else {},
+        )
         for i, choice in enumerate(choices)
     ]
 
 
+def _own_tokens(choice: Any) -> int | None:
+    """A choice's own completion tokens where the reply says them: its sampled ids
+    (vLLM `return_token_ids`), else its logprobs (one entry a token); else None."""
+    if not isinstance(choice, Mapping):
+        return None
+    if isinstance(choice.get("token_ids"), list):
+        return len(choice["token_ids"])
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, Mapping):
+        entries = logprobs.get("content")  # chat
+        if not isinstance(entries, list):
+            entries = logprobs.get("tokens")  # completions
+        if isinstance(entries, list):
+            return len(entries)
+    return None
+
+
 def _parse_choice(
-    choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int
+    choice: Mapping[str, Any],
+    prompt_tokens: int,
+    completion_tokens: int | None,
+    latency: float,
+    attempts: int,
 ) -> Completion:
     if not isinstance(choice, Mapping):
         raise _Retryable("bad_json")
@@ -428,8 +463,8 @@ def _parse_choice(
     return Completion(
         text=message.get("content") or "",
         finish_reason=choice.get("finish_reason") or "stop",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         tool_calls=calls,
         latency_s=latency,
         attempts=attempts,
