@@ -144,7 +144,9 @@ def test_the_sampler_and_its_token_counter_send_the_stripped_key(monkeypatch) ->
     async def go(url: str) -> tuple[str, int]:
         sampler = OpenAISampler([url], "mock-model", api_key_env="MY_EVAL_KEY")
         try:
-            completion = await sampler.complete([{"role": "user", "content": "hi"}], SamplingParams(1.0, 1.0, 0, 64, 0))
+            completion = await sampler.complete(
+                [{"role": "user", "content": "hi"}], SamplingParams(1.0, 1.0, 0, 64, 0)
+            )
             return completion.text, await sampler.counter.count_text("hello")
         finally:
             await sampler.aclose()

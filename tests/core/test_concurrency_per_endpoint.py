@@ -11,8 +11,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from pytest_agenteval.api.sampler import SamplingParams
+from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._openai import OpenAISampler
+from pytest_agenteval.models._slots import EndpointSlots
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 
@@ -101,3 +105,51 @@ def test_the_plugin_keeps_c_per_endpoint_under_xdist_while_one_of_three_dies(run
     assert max(s["max_in_flight"] for s in served) <= C
     assert sum(s["outcomes"].get("ok", 0) for s in served) == 48
     assert KILL_AFTER <= served[0]["outcomes"].get("ok", 0) < 48
+
+
+def least_loaded(in_use: Any, full: frozenset[str]) -> tuple[str | None, float | None]:
+    free = sorted((n, url) for url, n in in_use.items() if url not in full)
+    return (free[0][1], 0.0) if free else (None, None)
+
+
+def test_endpoint_slots_serve_waiters_by_priority_within_each_endpoints_cap() -> None:
+    async def run() -> list[Any]:
+        slots = EndpointSlots(["a", "b"], 1)
+        first = [await slots.acquire((0, i), least_loaded) for i in range(2)]
+        late = asyncio.create_task(slots.acquire((5, 0), least_loaded))
+        urgent = asyncio.create_task(slots.acquire((1, 0), least_loaded))
+        dropped = asyncio.create_task(slots.acquire((0, 9), least_loaded))
+        await asyncio.sleep(0)
+        dropped.cancel()  # a waiter that leaves takes nothing with it
+        await asyncio.sleep(0)
+        full = dict(slots.in_use)
+        slots.release("b")
+        got_urgent = await urgent
+        slots.release("a")
+        got_late = await late
+        return [first, full, got_urgent, got_late, late.done(), dict(slots.in_use)]
+
+    assert asyncio.run(run()) == [
+        [("a", 0.0), ("b", 0.0)],
+        {"a": 1, "b": 1},
+        ("b", 0.0),  # the more urgent waiter first, on the endpoint that freed up
+        ("a", 0.0),
+        True,
+        {"a": 1, "b": 1},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("avoid", "full", "expected"),
+    [
+        (None, frozenset(), ("a", 0.0)),
+        ("a", frozenset(), ("b", 0.0)),
+        ("a", frozenset({"b"}), (None, None)),  # waits for b rather than going back to a
+        (None, frozenset({"a", "b"}), (None, None)),
+        ("b", frozenset({"a"}), (None, None)),
+    ],
+)
+def test_a_pick_skips_full_endpoints_and_the_one_that_just_failed(
+    avoid: str | None, full: frozenset[str], expected: tuple[str | None, float | None]
+) -> None:
+    assert EndpointHealth(["a", "b"]).pick({"a": 0, "b": 0}, avoid, full) == expected
