@@ -38,13 +38,24 @@ class Rollout:
     turns: int = 1
     code_calls: int = 0
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int | None = 0  # None: unknown for this sample (see counted_tokens)
     latency_s: float = 0.0
     attempts: int = 1  # HTTP requests sent, retries included (0 when all came from the cache)
     retries: int = 0
     cached: bool = False
     transcript: tuple[Mapping[str, Any], ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def counted_tokens(rollout: Rollout) -> tuple[int, int]:
+    """(prompt, completion) tokens a generation adds to a run's totals. A sample that was
+    one of several of one request (`n`) carries `request_usage` in `extra`: the request's
+    usage on its first sample, {} on the others, so the request counts once, as the
+    server reported it. Any other sample counts its own."""
+    usage = rollout.extra.get("request_usage")
+    if isinstance(usage, Mapping):
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return rollout.prompt_tokens, rollout.completion_tokens or 0
 
 
 @dataclass(frozen=True)

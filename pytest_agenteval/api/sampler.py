@@ -56,12 +56,16 @@ class Completion:
     text: str
     finish_reason: str  # "stop" | "length" | "tool_calls"
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int | None = 0  # None: unknown for this sample (one of n, see below)
     tool_calls: tuple[ToolCall, ...] = ()
     latency_s: float = 0.0
     attempts: int = 1  # requests sent, retries included; 0 when served from the cache
     cached: bool = False
     token_ids: tuple[int, ...] = ()  # the sampled ids, where the backend returns them
+    # One of several samples of one request (`n`): the request's usage (`prompt_tokens`,
+    # `completion_tokens`, one total as servers report it) on its first sample, {} on the
+    # others, so that totals count it once; None for a sample that was a request of its own.
+    request_usage: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,11 @@ from pytest_agenteval.models._replay import ReplayError, ReplaySource
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import SCHEMES as SDK_SCHEMES
 from pytest_agenteval.models._schemes import checkpoint_of, sdk_scheme
-from pytest_agenteval.models._slots import PrioritySlots
+from pytest_agenteval.models._slots import EndpointSlots, PrioritySlots
 
 __all__ = [
     "Completion",
+    "EndpointSlots",
     "FatalRequestError",
     "LlamaSampler",
     "Message",

@@ -40,15 +40,26 @@ class EndpointHealth:
         self.counts = Counter[str]()
 
     # -- choosing ----------------------------------------------------------------
-    def pick(self, in_flight: Mapping[str, int], avoid: str | None = None) -> tuple[str | None, float]:
+    def pick(
+        self, in_flight: Mapping[str, int], avoid: str | None = None, full: frozenset[str] = frozenset()
+    ) -> tuple[str | None, float | None]:
         """(endpoint, 0) to send to now: the least loaded in the rotation, else one
-        whose cooldown is over as a half-open probe; or (None, seconds to wait)."""
+        whose cooldown is over as a half-open probe; (None, None) when those are all
+        `full` (at --concurrency: wait for a slot); or (None, seconds to wait). `avoid`
+        (the endpoint that just failed this request) is used only when it is the one
+        left in the rotation: while the others are full, the request waits for them."""
         now = self._clock()
         closed = [url for url, s in self._states.items() if s.open_until is None]
         if closed:
             choices = [url for url in closed if url != avoid] or closed
-            return min(choices, key=lambda url: in_flight.get(url, 0)), 0.0
+            free = [url for url in choices if url not in full]
+            if not free:
+                return None, None
+            return min(free, key=lambda url: in_flight.get(url, 0)), 0.0
         ready = [url for url, s in self._states.items() if not s.probing and s.open_until <= now]  # type: ignore[operator]
+        if ready and all(url in full for url in ready):
+            return None, None  # late replies still hold its slots: the next release
+        ready = [url for url in ready if url not in full]
         if ready:
             url = min(ready, key=lambda u: self._states[u].open_until or 0.0)
             self._states[url].probing = True

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
-import os
 import random
 import socket
 import time
@@ -26,8 +27,9 @@ from pytest_agenteval.api.sampler import (
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
 from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
+from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
-from pytest_agenteval.models._slots import PrioritySlots
+from pytest_agenteval.models._slots import EndpointSlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
 from pytest_agenteval.models._template import ChatTokenizer
 
@@ -77,7 +79,7 @@ class OpenAISampler:
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
         self.extra_body = dict(extra_body or {})
-        self._api_key = api_key or os.environ.get(api_key_env) or None
+        self._api_key = api_key or api_key_from_env(api_key_env)  # stripped; ApiKeyError: one line
         # servers this run launched (url -> log): a refused connection there means it died
         self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
         self._dead: set[str] = set()
@@ -89,7 +91,7 @@ class OpenAISampler:
             fingerprint=fingerprint,
             details={"api_key_env": api_key_env},
         )
-        self._slots: PrioritySlots | None = None
+        self._slots: EndpointSlots | None = None  # --concurrency on each endpoint
         self._in_flight = Counter[str]()
         self._session: HttpClient | None = None
         self._rng = random.Random(0)
@@ -113,7 +115,7 @@ class OpenAISampler:
     def _ensure_session(self) -> HttpClient:
         if self._session is None:
             self._session = HttpClient()
-            self._slots = PrioritySlots(self.concurrency * len(self.endpoints))
+            self._slots = EndpointSlots(self.endpoints, self.concurrency)
         return self._session
 
     def body(
@@ -207,28 +209,29 @@ class OpenAISampler:
         started = time.monotonic()
         attempt, avoid = 0, None
         while True:
-            async with self._slots.slot(priority):
-                endpoint, wait = self._pick_endpoint(avoid)
-                if endpoint is not None:
-                    attempt += 1
-                    self._in_flight[endpoint] += 1
-                    try:
-                        self._counts["requests"] += 1
-                        sent = time.monotonic()
-                        data = await self._post(session, endpoint, body, route)
-                        completions = _parse_completions(data, time.monotonic() - started, attempt)
-                        self._counts["ok"] += 1
-                        self._observe(endpoint, completions, time.monotonic() - sent)
-                        return completions
-                    except _Retryable as exc:
-                        failure = exc
-                        self._note_failure(endpoint, exc.cause)
-                    except FatalRequestError:
-                        self.health.succeeded(endpoint)  # it answered: alive
-                        raise
-                    finally:
-                        self._in_flight[endpoint] -= 1
-                        self.health.release(endpoint)  # a probe cancelled or raising: free it
+            slots = self._slots
+            endpoint, wait = await slots.acquire(priority, functools.partial(self._pick_endpoint, avoid))
+            if endpoint is not None:
+                attempt += 1
+                self._in_flight[endpoint] += 1
+                try:
+                    self._counts["requests"] += 1
+                    sent = time.monotonic()
+                    data = await self._post(session, endpoint, body, route)
+                    completions = _parse_completions(data, time.monotonic() - started, attempt)
+                    self._counts["ok"] += 1
+                    self._observe(endpoint, completions, time.monotonic() - sent)
+                    return completions
+                except _Retryable as exc:
+                    failure = exc
+                    self._note_failure(endpoint, exc.cause)
+                except FatalRequestError:
+                    self.health.succeeded(endpoint)  # it answered: alive
+                    raise
+                finally:
+                    self._in_flight[endpoint] -= 1
+                    self.health.release(endpoint)  # a probe cancelled or raising: free it
+                    slots.release(endpoint)
             if endpoint is None:  # every endpoint is out of the rotation
                 self._check_outage()
                 await asyncio.sleep(wait)
@@ -253,13 +256,16 @@ class OpenAISampler:
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
 
-    def _pick_endpoint(self, avoid: str | None) -> tuple[str | None, float]:
-        """The health's pick; when every launched server is dead, an error at once (with
-        the logs) instead of minutes of retries."""
+    def _pick_endpoint(
+        self, avoid: str | None, in_use: Mapping[str, int], full: frozenset[str]
+    ) -> tuple[str | None, float | None]:
+        """The health's pick among the endpoints with a free slot (`in_use`: requests in
+        flight on each, over every sampler sharing the slots); when every launched server
+        is dead, an error at once (with the logs) instead of minutes of retries."""
         if self._dead and self.health.all_retired():
             logs = ", ".join(self.launched[url] for url in self.endpoints if url in self.launched)
             raise SamplerError(f"the launched server died (connection refused); its log: {logs}")
-        return self.health.pick(self._in_flight, avoid)
+        return self.health.pick(in_use, avoid, full)
 
     def _launched_dead(self, endpoint: str) -> bool:
         """A launched loopback server that refuses connections has exited: drain it."""
@@ -298,7 +304,8 @@ class OpenAISampler:
             )
 
     def _observe(self, endpoint: str, completions: Sequence[Completion], seconds: float) -> None:
-        tokens = sum(c.completion_tokens for c in completions)
+        usage = completions[0].request_usage  # n > 1: the request's one total
+        tokens = usage["completion_tokens"] if usage else (completions[0].completion_tokens or 0)
         self.health.succeeded(endpoint, tokens / max(1, len(completions)), seconds)
 
     def _streams(self, endpoint: str, body: Mapping[str, Any]) -> bool:
@@ -392,7 +399,11 @@ def _error_message(raw: bytes) -> str:
 
 
 def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -> list[Completion]:
-    """Every choice; the request's attempts are counted once, on the first."""
+    """Every choice; the request's attempts are counted once, on the first. A request
+    of several choices (`n`) has one usage, as servers report it: each sample records
+    the prompt's tokens (the prompt of every one) and its own completion tokens where
+    the reply says them (token ids, logprobs), else None; the request's usage goes on
+    the first sample (`request_usage`), {} on the others."""
     try:
         choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
         if not choices:
@@ -400,14 +411,43 @@ def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _Retryable("bad_json") from exc
     usage = data.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    if len(choices) == 1:
+        return [_parse_choice(choices[0], prompt, completion, latency, attempts)]
+    request = {"prompt_tokens": prompt, "completion_tokens": completion}
     return [
-        _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0)
+        dataclasses.replace(
+            _parse_choice(choice, prompt, _own_tokens(choice), latency, attempts if i == 0 else 0),
+            request_usage=request if i == 0 else {},
+        )
         for i, choice in enumerate(choices)
     ]
 
 
+def _own_tokens(choice: Any) -> int | None:
+    """A choice's own completion tokens where the reply says them: its sampled ids
+    (vLLM `return_token_ids`), else its logprobs (one entry a token); else None."""
+    if not isinstance(choice, Mapping):
+        return None
+    if isinstance(choice.get("token_ids"), list):
+        return len(choice["token_ids"])
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, Mapping):
+        entries = logprobs.get("content")  # chat
+        if not isinstance(entries, list):
+            entries = logprobs.get("tokens")  # completions
+        if isinstance(entries, list):
+            return len(entries)
+    return None
+
+
 def _parse_choice(
-    choice: Mapping[str, Any], usage: Mapping[str, Any], latency: float, attempts: int
+    choice: Mapping[str, Any],
+    prompt_tokens: int,
+    completion_tokens: int | None,
+    latency: float,
+    attempts: int,
 ) -> Completion:
     if not isinstance(choice, Mapping):
         raise _Retryable("bad_json")
@@ -423,8 +463,8 @@ def _parse_choice(
     return Completion(
         text=message.get("content") or "",
         finish_reason=choice.get("finish_reason") or "stop",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         tool_calls=calls,
         latency_s=latency,
         attempts=attempts,

@@ -31,6 +31,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     request_priority,
 )
+from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import StartupError, checkpoint_of
 from pytest_agenteval.models._slots import PrioritySlots
@@ -267,7 +268,10 @@ class SdkAdapter:
         return os.environ.get(self.url_env) or self.default_url
 
     def require_key(self) -> str:
-        key = os.environ.get(self.key_env, "").strip()
+        try:
+            key = api_key_from_env(self.key_env)
+        except ApiKeyError as exc:
+            raise StartupError(f"{self.scheme}://: {exc}") from None
         if not key:
             raise StartupError(
                 f"{self.scheme}://: {self.key_env} is not set; export your {self.vendor} API key in it"

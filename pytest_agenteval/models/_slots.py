@@ -1,12 +1,14 @@
-"""A semaphore whose waiters are served by priority, so the items pytest will run
-next get the connection slots first and prefetched work never starves them."""
+"""Semaphores whose waiters are served by priority, so the items pytest will run next
+get the connection slots first and prefetched work never starves them: one pool
+(PrioritySlots), or a fixed number of slots on each endpoint (EndpointSlots)."""
 
 from __future__ import annotations
 
 import asyncio
 import heapq
 import itertools
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 
@@ -51,3 +53,68 @@ class PrioritySlots:
             yield
         finally:
             self.release()
+
+
+Choose = Callable[[Mapping[str, int], frozenset[str]], tuple[str | None, float | None]]
+Grant = asyncio.Future[tuple[str | None, float]]
+
+
+class EndpointSlots:
+    """`capacity` requests in flight on each endpoint, at all times: not a pool of
+    capacity x endpoints that the endpoints left in the rotation would share while the
+    others fail. Waiters are served by priority; the first in line is given the endpoint
+    its `choose(in_use, full)` picks among those with a free slot. `choose` returns
+    (endpoint, 0) to take one of its slots, (None, None) to wait for a slot to free up,
+    or (None, seconds) when no endpoint is in the rotation (the waiter sleeps, holding
+    nothing). One instance may serve several samplers of the same endpoints."""
+
+    def __init__(self, endpoints: Sequence[str], capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be >= 1")
+        self.capacity = capacity
+        self.in_use = Counter[str]({url: 0 for url in endpoints})
+        self._waiters: list[
+            tuple[tuple[float, int], int, asyncio.Future[tuple[str | None, float]], Choose]
+        ] = []
+        self._order = itertools.count()
+
+    async def acquire(self, priority: tuple[float, int], choose: Choose) -> tuple[str | None, float]:
+        """(endpoint, 0.0) with one of its slots taken (give it back with `release`), or
+        (None, seconds to wait) when no endpoint is in the rotation."""
+        future: Grant = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._order), future, choose))
+        self._dispatch()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                endpoint, _ = future.result()
+                if endpoint is not None:
+                    self.release(endpoint)  # granted and cancelled in the same tick: hand it on
+            else:
+                self._dispatch()  # the first in line left: the next may fit
+            raise
+
+    def release(self, endpoint: str) -> None:
+        self.in_use[endpoint] -= 1
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self._waiters:
+            _, _, future, choose = self._waiters[0]
+            if future.done():  # cancelled while waiting
+                heapq.heappop(self._waiters)
+                continue
+            full = frozenset(url for url, used in self.in_use.items() if used >= self.capacity)
+            try:
+                endpoint, wait = choose(self.in_use, full)
+            except Exception as exc:  # noqa: BLE001 - the waiter's own error (every server died)
+                heapq.heappop(self._waiters)
+                future.set_exception(exc)
+                continue
+            if endpoint is None and wait is None:
+                return  # every endpoint it may use is at capacity: the next release
+            heapq.heappop(self._waiters)
+            if endpoint is not None:
+                self.in_use[endpoint] += 1
+            future.set_result((endpoint, wait or 0.0))

@@ -56,10 +56,11 @@ class TinkerAdapter(SdkAdapter):
         if not settings.sdk_telemetry:
             os.environ["TINKER_TELEMETRY"] = "0"  # read by the SDK when a session starts
         tinker = _require()
-        self.require_key()
+        key = self.require_key()
         self._reachable()
         count_http_sends(self.sample_route)
-        service = tinker.ServiceClient(base_url=self.base_url())  # the key: TINKER_API_KEY
+        # the key as read (stripped and checked); none with TINKER_CREDENTIAL_CMD
+        service = tinker.ServiceClient(base_url=self.base_url(), api_key=key or None)
         try:
             sampling = service.create_sampling_client(
                 model_path=checkpoint_of(settings.model_path), base_model=settings.base_model

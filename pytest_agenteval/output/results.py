@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.records import ProblemRecord
+from pytest_agenteval.api.records import ProblemRecord, counted_tokens
 from pytest_agenteval.datasets.jsonl import read_jsonl  # noqa: F401 - results files are read with it
 from pytest_agenteval.output.spool import Spool
 
@@ -282,11 +282,9 @@ def _package_versions() -> dict[str, str]:
 
 
 def token_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
-    generations = [g for r in records for g in r.generations]
-    return {
-        "prompt": sum(g.rollout.prompt_tokens for g in generations),
-        "completion": sum(g.rollout.completion_tokens for g in generations),
-    }
+    """The run's tokens: the sum of the requests' usage (a request of `n` samples once)."""
+    counted = [counted_tokens(g.rollout) for r in records for g in r.generations]
+    return {"prompt": sum(p for p, _ in counted), "completion": sum(c for _, c in counted)}
 
 
 def request_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:

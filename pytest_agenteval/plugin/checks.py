@@ -19,6 +19,7 @@ from pytest_agenteval.models import (
     probe_endpoint,
     probe_token_routes,
 )
+from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.output.gate import GateError, check_metric_name, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.tasks.registry import KNOWN_METRICS
@@ -136,7 +137,7 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
         if collect_only:
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
-            api_key = os.environ.get(settings.api_key_env)
+            api_key = api_key_from_env(settings.api_key_env)
             lists = {url: probe_endpoint(url, api_key) for url in choice.endpoints}
             name = settings.model_name
             if name is None:

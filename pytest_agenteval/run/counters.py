@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_agenteval.api.records import counted_tokens
+
 
 class Counters:
     """One process's finished rollouts; updated on its engine loop thread."""
@@ -17,7 +19,7 @@ class Counters:
     def finished(self, rollout: Any) -> None:
         self.done += 1
         if not rollout.cached:
-            self.tokens += rollout.completion_tokens
+            self.tokens += counted_tokens(rollout)[1]  # a shared request's usage once
 
     def failed(self) -> None:
         self.done += 1

@@ -21,5 +21,12 @@ def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None 
         attempts=completion.attempts,
         retries=max(0, completion.attempts - 1),
         cached=completion.cached,
-        extra=dict(extra or {}),
+        extra={**(extra or {}), **_request_usage(completion)},
     )
+
+
+def _request_usage(completion: Completion) -> dict[str, Any]:
+    """One of several samples of one request: its usage, counted once (counted_tokens)."""
+    if completion.request_usage is None:
+        return {}
+    return {"request_usage": dict(completion.request_usage)}

@@ -3,7 +3,6 @@ pairwise), panel agreement, judge-free checks and human verification."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -34,12 +33,13 @@ from pytest_agenteval.tasks.datagen._winrate import pair_result, winrate_summary
 def check_judge_options(settings: Any) -> None:
     """Start-up: judge options pair up and every judge endpoint answers (one line each)."""
     from pytest_agenteval.models import probe_endpoint
+    from pytest_agenteval.models._keys import api_key_from_env
 
     try:
         specs = judge_specs(settings.judge_endpoints, settings.judge_models)
         for spec in specs:
             for url in spec.endpoints:
-                served = probe_endpoint(url, os.environ.get(settings.api_key_env))
+                served = probe_endpoint(url, api_key_from_env(settings.api_key_env))
                 if served and spec.model not in served:
                     raise ValueError(
                         f"--judge-model {spec.model!r} is not served by --judge-endpoint {url} "

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.models import (
+    EndpointSlots,
     FatalRequestError,
     OpenAISampler,
-    PrioritySlots,
     RetryPolicy,
     SamplerError,
     SamplingParams,
@@ -235,7 +235,7 @@ class _JudgeSampler(OpenAISampler):
     samplers (one per mode and kind) share one set of slots: `--concurrency` is per
     endpoint, not per sampler."""
 
-    def __init__(self, *args: Any, slots: PrioritySlots, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, slots: EndpointSlots, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._shared_slots = slots
 
@@ -260,7 +260,7 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
     from pytest_agenteval.models.cache import CachingSampler
 
     assert spec.endpoints
-    slots = PrioritySlots(concurrency * len(spec.endpoints))
+    slots = EndpointSlots(spec.endpoints, concurrency)
 
     def make(mode: str, kind: str, probe: bool) -> Any:
         fmt = response_format(mode, kind)
