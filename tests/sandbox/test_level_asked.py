@@ -127,3 +127,32 @@ def test_the_default_level_says_in_the_terminal_summary_what_it_went_without(
         {"sandbox_without_bwrap"} if line else set(),
         [line] if line else [],
     ), json.dumps(summary["backend"])
+
+
+def test_a_worker_on_a_machine_without_the_named_level_fails_its_items_with_the_same_line(
+    suite: pytest.Pytester,
+) -> None:
+    """A remote worker's machine is not the controller's: `env:PATH` in its --tx spec
+    makes the workers' machine one without bubblewrap, the controller's one with it."""
+    _needs("bwrap", "usual")
+    script = ScriptedToolModel(
+        [Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": CODE}])]
+    )
+    out = suite.path / "results.jsonl"
+    with OpenAITestServer(ServerConfig(script=script)) as server:
+        result = suite.runpytest_subprocess(
+            "-p",
+            "no:cacheprovider",
+            "--dataset-path=tiny.jsonl",
+            f"--endpoint={server.url}",
+            "--mode=retool",
+            "--limit=2",
+            "--val-n=1",
+            "--sandbox-level=bwrap",
+            f"--agenteval-out={out}",
+            f"--tx=2*popen//env:PATH={NO_BWRAP}",
+            "--dist=load",
+        )
+    problems, _ = read_results(out)
+    worker_line = "sample 0: RuntimeError: " + BWRAP_MISSING.split("; or pass")[0]
+    assert (result.ret, [p["error"] for p in problems]) == (pytest.ExitCode.TESTS_FAILED, [worker_line] * 2)
