@@ -78,6 +78,8 @@ class ReviewState:
 
     def bind(self, port: int) -> None:
         self.hosts = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+        if port == 80:  # a browser leaves the default port out of Host
+            self.hosts.update(LOOPBACK_NAMES)
         self.origins = {f"http://{host}" for host in self.hosts}
 
     def snapshot(self) -> dict[str, Any]:

@@ -78,3 +78,19 @@ def test_a_loopback_host_with_the_bound_port_is_served(port: int, host: str) -> 
     status, body = get(port, "/api/items", host.format(port=port))
     snapshot = json.loads(body)
     assert (status, [item["id"] for item in snapshot["items"]]) == (200, ["gen-1"])
+
+
+@pytest.mark.parametrize(
+    ("port", "extra"),
+    [(8765, set()), (80, {"127.0.0.1", "localhost", "[::1]"})],  # a browser leaves out port 80
+)
+def test_the_hosts_served_are_the_loopback_names_with_the_bound_port(
+    tmp_path: Path, port: int, extra: set[str]
+) -> None:
+    from pytest_agenteval.report.review import ReviewState
+
+    data = tmp_path / "generated.jsonl"
+    data.write_text(json.dumps(ITEM) + "\n", encoding="utf-8")
+    state = ReviewState(data, tmp_path / "verifications.json", "ann")
+    state.bind(port)
+    assert state.hosts == {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"} | extra
