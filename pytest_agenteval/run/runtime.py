@@ -277,7 +277,7 @@ class Runtime:
     def backend_counts(self) -> dict[str, int]:
         """This process's request counters (sent, ok, retries by cause, cache hits), and
         `sandbox_without_<layer>` = 1 for each layer its sandbox's level went without."""
-        counts = {}
+        counts: dict[str, int] = {}
         if self._sampler is not None and hasattr(self._sampler, "stats"):
             counts = {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
         if self._sandbox is not None:  # auto takes what works here: count what it went without
