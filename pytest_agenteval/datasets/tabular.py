@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -10,26 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.suite import DataError
+from pytest_agenteval.datasets.provenance import describe_source, file_sha256, record_commit
+
+__all__ = ["describe_source", "file_sha256", "load_rows", "require_columns", "require_unique"]
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def describe_source(source: str, revision: str | None) -> dict[str, Any]:
-    """Where the data came from, for the summary (cheap: no loading)."""
-    path = Path(source).expanduser()
-    if path.is_file():
-        return {"dataset_path": str(path.resolve()), "dataset_sha256": file_sha256(path)}
-    if path.is_dir():
-        return {"dataset_path": str(path.resolve())}
-    return {"dataset_id": source, "dataset_revision": revision}
 
 
 def load_rows(
@@ -110,13 +94,16 @@ def _load_hub(source: str, option: str, revision: str | None, split: str) -> lis
         )
     import datasets
 
-    try:
-        loaded = datasets.load_dataset(source, split=split, revision=revision)
+    try:  # load_dataset's steps, keeping the builder: its hash is the commit the revision resolved to
+        builder = datasets.load_dataset_builder(source, revision=revision)
+        builder.download_and_prepare()
+        loaded = builder.as_dataset(split=split)
     except Exception as exc:  # noqa: BLE001 - offline, gated, missing: all one line
         reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise DataError(
             f"cannot load hub dataset {source} ({reason}); for offline runs pass --dataset-path FILE"
         ) from None
+    record_commit(source, revision, builder.hash)
     return loaded.to_list()
 
 

@@ -214,6 +214,24 @@ def check_output(settings: Settings) -> None:
         ) from None
 
 
+def check_sandbox_level(settings: Settings) -> None:
+    """A level named with --sandbox-level that this machine cannot give stops the run now,
+    rather than running model-written code in a weaker sandbox (auto takes what works)."""
+    if settings.sandbox_level in ("auto", "basic"):
+        return
+    from pytest_agenteval.sandbox import probe_containment, shortfall
+
+    try:
+        problem = shortfall(probe_containment(settings.sandbox_level))  # one throwaway zygote
+    except RuntimeError as exc:  # not even the basic level starts
+        problem = str(exc)
+    if problem:
+        raise pytest.UsageError(
+            f"--sandbox-level {settings.sandbox_level}: this machine cannot give it: {problem}; "
+            "or pass --sandbox-level auto for the strongest level it gives"
+        )
+
+
 def check_suite_options(settings: Settings) -> None:
     """Suite options that would otherwise fail, or mislead, only after the whole run."""
     if settings.bfcl_weights:

@@ -100,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
         checks.check_suite_options(settings)  # before a launch that may take minutes
         if not collect_only:
             checks.check_output(settings)
+            checks.check_sandbox_level(settings)
             choice = _start_servers(config, settings, choice)
         checks.check_native_style(settings, choice)
     else:

@@ -5,7 +5,8 @@ aiohttp, one static page and a JSON API, no CDN (KaTeX is used only if Debian's
 and os.replace) to `<data>_verifications.json`; a save carries the revision it edited and
 a stale one (a second tab, a second annotator) gets 409 instead of overwriting. Drafts are
 kept server-side in `<data>_verifications.drafts.json`, so a reload or a restart loses
-nothing. Requests from another Origin, or without the page's token, get 403."""
+nothing. Requests from another Origin, or without the page's token, get 403; a request whose
+Host is not a loopback name with the bound port (a DNS-rebinding page) gets 421 with no body."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from pytest_agenteval.tasks.datagen._human import (
 
 KATEX_DIR = Path("/usr/share/javascript/katex")
 HOST = "127.0.0.1"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
 def disagreement_order(results: Path) -> list[str]:
@@ -72,6 +74,13 @@ class ReviewState:
         self.token = secrets.token_urlsafe(24)
         self.lock = asyncio.Lock()
         self.origins: set[str] = set()
+        self.hosts: set[str] = set()  # Host values served: loopback names with the bound port
+
+    def bind(self, port: int) -> None:
+        self.hosts = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+        if port == 80:  # a browser leaves the default port out of Host
+            self.hosts.update(LOOPBACK_NAMES)
+        self.origins = {f"http://{host}" for host in self.hosts}
 
     def snapshot(self) -> dict[str, Any]:
         store = load_verifications(self.store_path)
@@ -96,6 +105,16 @@ def _guard(state: ReviewState, request: web.Request) -> web.Response | None:
     if request.headers.get("X-Review-Token") != state.token:
         return web.json_response({"error": "missing or wrong page token; reload the page"}, status=403)
     return None
+
+
+@web.middleware
+async def _loopback_host(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A DNS-rebinding page reaches this server under its own name: refuse every Host but
+    the loopback names, before any route (the items and the token are behind a plain GET)."""
+    state: ReviewState = request.app["state"]
+    if (request.headers.get("Host") or "").lower() not in state.hosts:
+        return web.Response(status=421)
+    return await handler(request)
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -166,7 +185,7 @@ async def _draft(request: web.Request) -> web.Response:
 
 
 def build_app(state: ReviewState) -> web.Application:
-    app = web.Application(client_max_size=2 * 1024 * 1024)
+    app = web.Application(client_max_size=2 * 1024 * 1024, middlewares=[_loopback_host])
     app["state"] = state
     app.router.add_get("/", _page)
     app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
@@ -184,7 +203,7 @@ async def serve(state: ReviewState, port: int) -> None:
     site = web.TCPSite(runner, HOST, port)  # loopback only, never 0.0.0.0
     await site.start()
     bound = runner.addresses[0][1]
-    state.origins = {f"http://{HOST}:{bound}", f"http://localhost:{bound}"}
+    state.bind(bound)
     print(
         f"REVIEW http://{HOST}:{bound}/  ({len(state.items)} items, saving to {state.store_path})", flush=True
     )

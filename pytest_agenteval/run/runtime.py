@@ -105,8 +105,12 @@ class Runtime:
 
     def sandbox(self) -> Any:
         if self._sandbox is None:
-            from pytest_agenteval.sandbox import Sandbox, SandboxConfig
+            from pytest_agenteval.sandbox import Sandbox, SandboxConfig, probe_containment, shortfall
 
+            level = self.settings.sandbox_level
+            problem = shortfall(probe_containment(level))
+            if problem:  # the controller checked its machine at start-up; a remote worker's is another
+                raise RuntimeError(f"--sandbox-level {level}: this machine cannot give it: {problem}")
             self._sandbox = Sandbox(
                 SandboxConfig(
                     timeout_s=self.settings.sandbox_timeout,
@@ -271,10 +275,14 @@ class Runtime:
         )
 
     def backend_counts(self) -> dict[str, int]:
-        """This process's request counters (sent, ok, retries by cause, cache hits)."""
-        if self._sampler is None or not hasattr(self._sampler, "stats"):
-            return {}
-        return {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
+        """This process's request counters (sent, ok, retries by cause, cache hits), and
+        `sandbox_without_<layer>` = 1 for each layer its sandbox's level went without."""
+        counts: dict[str, int] = {}
+        if self._sampler is not None and hasattr(self._sampler, "stats"):
+            counts = {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
+        if self._sandbox is not None:  # auto takes what works here: count what it went without
+            counts.update({f"sandbox_without_{layer}": 1 for layer in self._sandbox.containment["missing"]})
+        return counts
 
     def storage_notes(self) -> list[str]:
         """This process's generation-cache problems (a full disk, corrupt segments)."""

@@ -8,6 +8,7 @@ the zygote. See docs/sandbox.md for what each level guarantees.
 
 from pytest_agenteval.sandbox._output import escape_template_tokens
 from pytest_agenteval.sandbox._probe import probe_containment
+from pytest_agenteval.sandbox._report import shortfall
 from pytest_agenteval.sandbox._sandbox import Sandbox
 from pytest_agenteval.sandbox._types import ExecutionResult, SandboxConfig
 
@@ -17,4 +18,5 @@ __all__ = [
     "SandboxConfig",
     "escape_template_tokens",
     "probe_containment",
+    "shortfall",
 ]

@@ -76,7 +76,7 @@ def static_facts() -> dict:
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     ]
     readable = _privdrop.world_readable([p for p in needed if os.path.exists(p)])
-    bwrap = shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+    bwrap = shutil.which("bwrap")  # on PATH (os.defpath when PATH is unset)
     return {
         "euid": os.geteuid(),
         "landlock_abi": _landlock.abi_version(),
@@ -110,7 +110,7 @@ def _plan(level: str, facts: dict) -> tuple[dict, dict]:
             want["bwrap"] = facts["bwrap"]
             want["uid_drop"] = None  # inside bwrap the uid is unmapped; the namespace isolates
         else:
-            off["bwrap"] = "bubblewrap is not installed (apt-get install bubblewrap)"
+            off["bwrap"] = "bwrap is not on PATH"
     return want, off
 
 

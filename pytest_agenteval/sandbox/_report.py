@@ -5,6 +5,21 @@ from __future__ import annotations
 from pytest_agenteval.sandbox._privdrop import NOBODY
 
 ALWAYS = ["rlimits", "session", "scratch", "minimal_env", "subreaper"]
+# the layers each level stands for (docs/sandbox.md): what "this level" means on any machine
+PROMISED = {
+    "auto": ("bwrap", "landlock", "seccomp"),  # the strongest set; auto takes what works
+    "bwrap": ("bwrap", "landlock", "seccomp"),
+    "landlock": ("landlock", "seccomp"),
+    "basic": (),
+}
+HOW_TO_GET = {
+    "bwrap": (
+        "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap) and allow "
+        "unprivileged user namespaces (docs/sandbox.md#installing-bubblewrap)"
+    ),
+    "landlock": "run on a Linux >= 5.13 kernel with Landlock enabled (landlock in the lsm= boot parameter)",
+    "seccomp": "run on x86_64 or aarch64 (the seccomp filter's syscall tables)",
+}
 
 
 def layers_of(got: dict) -> list[str]:
@@ -115,6 +130,7 @@ def build_report(requested: str, got: dict, off: dict, facts: dict) -> dict:
         )
     elif requested in ("bwrap",) and not got.get("bwrap"):
         warning = f"sandbox: level 'bwrap' requested but bubblewrap is unusable: {off.get('bwrap')}"
+    missing = {layer: off.get(layer, "not active") for layer in PROMISED[requested] if not got.get(layer)}
     details = {
         "euid": facts["euid"],
         "sandbox_uid": NOBODY if got.get("uid_drop") is not None else facts["euid"],
@@ -129,5 +145,15 @@ def build_report(requested: str, got: dict, off: dict, facts: dict) -> dict:
         "weak_guarantees": weak_guarantees(got, facts),
         "warning": warning,
         "requested": requested,
+        "missing": missing,  # layers the requested level stands for that this machine did not give
         "details": details,
     }
+
+
+def shortfall(report: dict) -> str | None:
+    """For a level named explicitly (not auto): one line naming each layer of it this
+    machine cannot give, why, and how to get it; None when it gives them all."""
+    if report["requested"] == "auto" or not report["missing"]:
+        return None
+    missing = report["missing"].items()
+    return "; ".join(f"{layer} is unavailable ({why}): {HOW_TO_GET[layer]}" for layer, why in missing)
