@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -21,6 +22,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     ToolCall,
     approx_token_count,
+    note_served,
     request_priority,
 )
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
@@ -50,6 +52,7 @@ class OpenAISampler:
     variable named by `api_key_env` and is never recorded."""
 
     supports_n = True  # `n` samples in one request (complete_n)
+    records_served = False  # the run's model (not a judge): each reply's model goes to its record
 
     def __init__(
         self,
@@ -217,6 +220,8 @@ class OpenAISampler:
                         sent = time.monotonic()
                         data = await self._post(session, endpoint, body, route)
                         completions = _parse_completions(data, time.monotonic() - started, attempt)
+                        if self.records_served:
+                            note_served(completions[0])
                         self._counts["ok"] += 1
                         self._observe(endpoint, completions, time.monotonic() - sent)
                         return completions
@@ -400,8 +405,11 @@ def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -
     except (KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _Retryable("bad_json") from exc
     usage = data.get("usage") or {}
+    served = {k: v for k in ("model", "system_fingerprint") if isinstance(v := data.get(k), str)}
     return [
-        _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0)
+        dataclasses.replace(
+            _parse_choice(choice, usage if i == 0 else {}, latency, attempts if i == 0 else 0), **served
+        )
         for i, choice in enumerate(choices)
     ]
 
