@@ -153,3 +153,18 @@ def test_the_fingerprint_has_what_names_the_weights_and_nothing_that_changes_per
 )
 def test_what_identifies_the_weights(reported: list, identified: bool) -> None:
     assert identifies_weights(reported) is identified
+
+
+def test_a_launched_adapters_key_changes_with_its_bases_weights(tmp_path) -> None:
+    from pytest_agenteval.models.serve.resolve import resolve_model_path
+    from tests.serving.test_resolve import make_adapter, make_checkpoint
+
+    base = make_checkpoint(tmp_path / "base", weights=b"base-step-100")
+    adapter = make_adapter(tmp_path / "lora", str(base))
+    before = resolve_model_path(str(adapter))
+    (base / "model.safetensors").write_bytes(b"base-step-200")  # retrained under the same path
+    after = resolve_model_path(str(adapter))
+    assert before.fingerprint == after.fingerprint  # the adapter's own files are the same
+    assert before.weights_fingerprint != after.weights_fingerprint
+    plain = resolve_model_path(str(base))
+    assert plain.weights_fingerprint == plain.fingerprint  # a checkpoint: its own files
