@@ -21,8 +21,12 @@ def _with_ci(summary: Mapping[str, Any], name: str) -> str:
 
 
 def cache_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The summary's first line while the generation cache is on: how much it served."""
-    if not summaries or any((s.get("config") or {}).get("no_cache") for s in summaries):
+    """The summary's first line while the generation cache is on: how much it served
+    (a replay run reads its results file, never the cache)."""
+    if not summaries or any(
+        (s.get("config") or {}).get("no_cache") or (s.get("model") or {}).get("backend") == "replay"
+        for s in summaries
+    ):
         return []
     requests = [s.get("requests") or {} for s in summaries]
     cached = sum(r.get("cached_generations", 0) for r in requests)

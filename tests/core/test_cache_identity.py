@@ -111,14 +111,20 @@ def test_the_summary_begins_with_the_cache_hits(run_suite, pytester: pytest.Pyte
     cache = f"--agenteval-cache-dir={pytester.path / 'cache'}"
     with OpenAITestServer(ServerConfig()) as server:
         first, _ = run_suite(f"--endpoint={server.url}", "--val-n=2", "--limit=2", cache, out="a.jsonl")
-        second, _ = run_suite(f"--endpoint={server.url}", "--val-n=2", cache, out="b.jsonl")
+        second, recorded = run_suite(f"--endpoint={server.url}", "--val-n=2", cache, out="b.jsonl")
         off, _ = run_suite(f"--endpoint={server.url}", "--val-n=2", "--agenteval-no-cache", out="c.jsonl")
+    replayed, _ = run_suite(f"--model-path=replay:{recorded}", cache, out="d.jsonl")  # reads no cache
     starts = []
-    for result in (first, second, off):
+    for result in (first, second, off, replayed):
         lines = result.stdout.lines
         header = next(i for i, line in enumerate(lines) if "agenteval" in line and line.startswith("="))
         starts.append(lines[header + 1])
-    assert starts == ["0 of 4 generations from the cache", "4 of 8 generations from the cache", "aime25"]
+    assert starts == [
+        "0 of 4 generations from the cache",
+        "4 of 8 generations from the cache",
+        "aime25",
+        "aime25",
+    ]
 
 
 VLLM_ENTRY = {
