@@ -174,3 +174,15 @@ def test_a_launched_adapters_key_changes_with_its_bases_weights(tmp_path) -> Non
     assert before.weights_fingerprint != after.weights_fingerprint
     plain = resolve_model_path(str(base))
     assert plain.weights_fingerprint == plain.fingerprint  # a checkpoint: its own files
+
+
+def test_the_server_process_takes_the_model_card_and_fingerprint_flags() -> None:
+    from pytest_agenteval.testing.openai_server import build_parser, config_from_args
+
+    args = ["--model=policy", '--model-card={"root": "/ckpt/step-100"}', "--system-fingerprint=fp_1"]
+    config = config_from_args(build_parser().parse_args(args))
+    assert (config.model, config.model_card, config.system_fingerprint) == (
+        "policy",
+        {"root": "/ckpt/step-100"},
+        "fp_1",
+    )
