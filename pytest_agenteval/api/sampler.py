@@ -66,6 +66,8 @@ class Completion:
     # `completion_tokens`, one total as servers report it) on its first sample, {} on the
     # others, so that totals count it once; None for a sample that was a request of its own.
     request_usage: Mapping[str, int] | None = None
+    model: str = ""  # the reply's own `model` field (OpenAI protocol), "" where none
+    system_fingerprint: str = ""  # the reply's `system_fingerprint`, "" where none
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,24 @@ class Sampler(Protocol):
 request_priority: contextvars.ContextVar[tuple[float, int]] = contextvars.ContextVar(
     "request_priority", default=(0.0, 0)
 )
+
+
+# What served the rollout being run: the engine sets a fresh dict on each rollout's task,
+# the run's own sampler writes the reply's `model`/`system_fingerprint` into it (a cache
+# hit: the stored reply's), and the rollout's generation record carries them.
+served_by: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("served_by", default=None)
+
+
+def note_served(completion: Completion) -> None:
+    """Record the reply's `model` and `system_fingerprint` for the rollout being run
+    (the last reply's, for a rollout of several turns)."""
+    seen = served_by.get()
+    if seen is None:
+        return
+    if completion.model:
+        seen["reply_model"] = completion.model
+    if completion.system_fingerprint:
+        seen["system_fingerprint"] = completion.system_fingerprint
 
 
 def approx_token_count(text: str) -> int:

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         # Cache
         cache_dir: str | None
         no_cache: bool
+        model_revision: str | None
         # BFCL
         bfcl_data_dir: str | None
         bfcl_style: str

@@ -331,6 +331,13 @@ OPTIONS: tuple[Option, ...] = (
             "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
         ),
         Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", bool),
+        Option(
+            "model_revision",
+            "--model-revision",
+            None,
+            "names the weights (e.g. the checkpoint step) in the cache key and the results, for "
+            "--endpoint servers whose /v1/models reports nothing about them",
+        ),
     ),
     *topic(
         "BFCL",

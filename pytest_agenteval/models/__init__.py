@@ -23,6 +23,12 @@ from pytest_agenteval.api.sampler import (
     approx_token_count,
     request_priority,
 )
+from pytest_agenteval.models._identity import (
+    identifies_weights,
+    identity_warning,
+    model_entry,
+    reported_fingerprint,
+)
 from pytest_agenteval.models._openai import OpenAISampler
 from pytest_agenteval.models._replay import PREFIX as REPLAY_PREFIX
 from pytest_agenteval.models._replay import ReplayError, ReplaySource
@@ -50,8 +56,11 @@ __all__ = [
     "ModelChoice",
     "approx_token_count",
     "choose_model",
+    "identity_warning",
     "make_sampler",
+    "model_entry",
     "probe_endpoint",
+    "probe_models",
     "probe_token_routes",
     "request_priority",
 ]
@@ -80,6 +89,9 @@ class ModelChoice:
     served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
     api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
     uri: str = ""  # trio/tinker: the --model-path as given
+    # openai (--endpoint): each endpoint's /v1/models entry of the served name (None: not
+    # listed), asked once on the controller; the cache key's fingerprint (models/_identity.py)
+    reported: tuple[Mapping[str, Any] | None, ...] = ()
 
     @property
     def label(self) -> str:
@@ -161,6 +173,12 @@ def choose_model(
 def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[str]:
     """Model ids the server lists at /models; [] when it has no such route.
     Raises ValueError with one line when the server is unreachable or refuses the key."""
+    return [str(m.get("id")) for m in probe_models(url, api_key, timeout_s)]
+
+
+def probe_models(url: str, api_key: str | None, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """The entries the server lists at /models (id, root, max_model_len, ...); [] when it
+    has no such route. Raises ValueError as `probe_endpoint` does."""
     request = urllib.request.Request(f"{url.rstrip('/')}/models")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
@@ -181,7 +199,8 @@ def probe_endpoint(url: str, api_key: str | None, timeout_s: float = 10.0) -> li
         ) from None
     except json.JSONDecodeError:
         return []
-    return [str(m.get("id")) for m in payload.get("data", []) if isinstance(m, dict)]
+    data = payload.get("data", []) if isinstance(payload, dict) else []
+    return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
 
 def probe_token_routes(url: str, model: str, api_key: str | None, timeout_s: float = 10.0) -> None:
@@ -250,17 +269,19 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
 
         tokenizer = tokenizer_from_file(settings.tokenizer)
     launched: dict[str, str] = {}
+    fingerprint = reported_fingerprint(choice.reported)  # what --endpoint servers report
     if choice.served is not None:  # defaults the server would otherwise apply, sent explicitly
         extra = {**dict(choice.served.get("sampling_defaults") or {}), **extra}
         launched = dict(choice.served.get("logs") or {})
-    return OpenAISampler(
+        fingerprint = str(choice.served.get("fingerprint", ""))  # the launched weights' files
+    sampler = OpenAISampler(
         choice.endpoints,
         choice.model_name or "default",
         concurrency=concurrency,
         api_key_env=settings.api_key_env,
         api_key=choice.api_key,
         launched=launched,
-        fingerprint=str(choice.served.get("fingerprint", "")) if choice.served is not None else "",
+        fingerprint=fingerprint,
         request_timeout_s=settings.request_timeout,
         retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,
@@ -269,6 +290,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         stream=not settings.no_stream and bool((choice.served or {}).get("streams", True)),
         idle_timeout_s=settings.idle_timeout,
     )
+    sampler.records_served = True  # each generation records the reply's model (not a judge's)
+    return sampler
 
 
 def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
@@ -276,6 +299,8 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
     from pytest_agenteval.models._llama import EMBEDDED_NAME, file_fingerprint
 
     info: dict[str, Any] = {"backend": choice.kind, "label": choice.label}
+    if getattr(settings, "model_revision", None):
+        info["revision"] = settings.model_revision  # --model-revision: part of the cache key
     if choice.kind == "invalid":
         info["error"] = choice.model_name
     elif choice.kind in ("embedded", "gguf"):
@@ -310,6 +335,8 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
         info.update(
             name=choice.model_name,
             endpoints=list(choice.endpoints),
+            reported=list(choice.reported),  # each endpoint's /v1/models entry (the cache key's)
+            weights_identified=identifies_weights(choice.reported),
             api_key_env=settings.api_key_env,
             token_counter=(
                 f"--tokenizer {settings.tokenizer}"

@@ -22,6 +22,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     ToolCall,
     approx_token_count,
+    note_served,
     request_priority,
 )
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
@@ -52,6 +53,7 @@ class OpenAISampler:
     variable named by `api_key_env` and is never recorded."""
 
     supports_n = True  # `n` samples in one request (complete_n)
+    records_served = False  # the run's model (not a judge): each reply's model goes to its record
 
     def __init__(
         self,
@@ -219,6 +221,8 @@ class OpenAISampler:
                     sent = time.monotonic()
                     data = await self._post(session, endpoint, body, route)
                     completions = _parse_completions(data, time.monotonic() - started, attempt)
+                    if self.records_served:
+                        note_served(completions[0])
                     self._counts["ok"] += 1
                     self._observe(endpoint, completions, time.monotonic() - sent)
                     return completions
@@ -413,13 +417,16 @@ def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -
     usage = data.get("usage") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
+    served = {k: v for k in ("model", "system_fingerprint") if isinstance(v := data.get(k), str)}
     if len(choices) == 1:
-        return [_parse_choice(choices[0], prompt, completion, latency, attempts)]
+        only = _parse_choice(choices[0], prompt, completion, latency, attempts)
+        return [dataclasses.replace(only, **served)]
     request = {"prompt_tokens": prompt, "completion_tokens": completion}
     return [
         dataclasses.replace(
             _parse_choice(choice, prompt, _own_tokens(choice), latency, attempts if i == 0 else 0),
             request_usage=request if i == 0 else {},
+            **served,
         )
         for i, choice in enumerate(choices)
     ]

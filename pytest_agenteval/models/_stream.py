@@ -26,6 +26,7 @@ async def read_stream(lines: AsyncIterable[bytes]) -> dict[str, Any]:
     """The `choices` and `usage` of a finished stream, as a non-streamed body has them."""
     choices: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
+    head: dict[str, Any] = {}  # the reply's `model` and `system_fingerprint`, on every chunk
     done = False
     async for raw in lines:
         line = raw.strip()
@@ -44,6 +45,7 @@ async def read_stream(lines: AsyncIterable[bytes]) -> dict[str, Any]:
         if chunk.get("error"):
             raise StreamError(f"the server sent an error mid-stream: {chunk['error']}")
         usage = chunk.get("usage") or usage
+        head.update((k, chunk[k]) for k in ("model", "system_fingerprint") if chunk.get(k))
         try:
             for part in chunk.get("choices") or ():
                 index = int(part.get("index") or 0)
@@ -55,7 +57,7 @@ async def read_stream(lines: AsyncIterable[bytes]) -> dict[str, Any]:
         raise StreamInterrupted("[DONE] before the reply's finish_reason")
     if not finished:
         raise StreamError("the stream ended before the reply did")
-    return {"choices": [_finish(c) for _, c in sorted(choices.items())], "usage": usage}
+    return {**head, "choices": [_finish(c) for _, c in sorted(choices.items())], "usage": usage}
 
 
 def _merge(choice: dict[str, Any], part: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api.sampler import note_served
 from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
 
 KEY_LENGTH = 64  # hex sha256
@@ -217,8 +218,11 @@ def _completion_to_dict(completion: Completion) -> dict[str, Any]:
     return data
 
 
+_COMPLETION_FIELDS = frozenset(f.name for f in dataclasses.fields(Completion))
+
+
 def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
-    fields = dict(data)
+    fields = {k: v for k, v in data.items() if k in _COMPLETION_FIELDS}  # a newer version's extras
     fields["tool_calls"] = tuple(ToolCall(**call) for call in fields.get("tool_calls", ()))
     fields["token_ids"] = tuple(fields.get("token_ids", ()))
     fields.update(attempts=0, cached=True)
@@ -226,9 +230,10 @@ def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
 
 
 class CachingSampler:
-    """Wraps a sampler: serve finished completions from the cache, store new ones."""
+    """Wraps a sampler: serve finished completions from the cache, store new ones.
+    `revision` (--model-revision) names the weights where nothing else does."""
 
-    def __init__(self, inner: Any, cache: GenerationCache) -> None:
+    def __init__(self, inner: Any, cache: GenerationCache, revision: str = "") -> None:
         self.inner = inner
         self.cache = cache
         self.identity = inner.identity
@@ -242,7 +247,10 @@ class CachingSampler:
             "extra_body": dict(getattr(inner, "extra_body", {}) or {}),
             # bumped when a backend's sampling changes (in-process: own template, min_p off)
             "sampling_version": getattr(inner, "sampling_version", 1),
+            # the user's name for the weights: only when given, so other keys stay as they were
+            **({"revision": revision} if revision else {}),
         }
+        self._records_served = bool(getattr(inner, "records_served", False))
         self.supports_n = getattr(inner, "supports_n", False)
         self.token_io = getattr(inner, "token_io", False)
         self.counter = getattr(inner, "counter", None)
@@ -250,11 +258,17 @@ class CachingSampler:
     def chat_tokenizer(self) -> Any:
         return self.inner.chat_tokenizer()
 
+    def _hit(self, data: Mapping[str, Any]) -> Completion:
+        completion = _completion_from_dict(data)
+        if self._records_served:  # what generated it then, recorded as a fresh reply's would be
+            note_served(completion)
+        return completion
+
     async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
         key = _digest({"model": self._model_key, "prompt_ids": list(prompt), "params": params.as_dict()})
         hit = self.cache.get(key)
         if hit is not None:
-            return _completion_from_dict(hit)
+            return self._hit(hit)
         completion = await self.inner.complete_tokens(prompt, params)
         self.cache.put(key, _completion_to_dict(completion))
         return completion
@@ -270,7 +284,7 @@ class CachingSampler:
         key = self.cache.completion_key(model, messages, params, tools)
         hit = self.cache.get(key)
         if hit is not None:
-            return _completion_from_dict(hit)
+            return self._hit(hit)
         extra = {"tool_choice": tool_choice} if tool_choice else {}
         completion = await self.inner.complete(messages, params, tools, **extra)
         self.cache.put(key, _completion_to_dict(completion))
@@ -282,7 +296,7 @@ class CachingSampler:
         key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
         hit = self.cache.get(key)
         if hit is not None:
-            return [_completion_from_dict(item) for item in hit]
+            return [self._hit(item) for item in hit]
         completions = await self.inner.complete_n(messages, params, n)
         self.cache.put(key, [_completion_to_dict(c) for c in completions])
         return completions

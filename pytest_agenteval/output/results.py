@@ -290,6 +290,7 @@ def token_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
 def request_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
     generations = [g for r in records for g in r.generations]
     return {
+        "generations": len(generations),  # of every record, errored ones too (the cache line's)
         "attempts": sum(g.rollout.attempts for g in generations),
         "retries": sum(g.rollout.retries for g in generations),
         "cached_generations": sum(g.rollout.cached for g in generations),

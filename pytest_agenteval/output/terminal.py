@@ -20,6 +20,19 @@ def _with_ci(summary: Mapping[str, Any], name: str) -> str:
     return f"{value}  [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else value
 
 
+def cache_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The summary's first line while the generation cache is on: how much it served
+    (a replay run reads its results file, never the cache)."""
+    if not summaries or any(
+        (s.get("config") or {}).get("no_cache") or (s.get("model") or {}).get("backend") == "replay"
+        for s in summaries
+    ):
+        return []
+    requests = [s.get("requests") or {} for s in summaries]
+    cached = sum(r.get("cached_generations", 0) for r in requests)
+    return [f"{cached} of {sum(r.get('generations', 0) for r in requests)} generations from the cache"]
+
+
 def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]]) -> list[str]:
     model = summary.get("model") or {}
     complete = "complete" if summary.get("complete") else "INCOMPLETE"

@@ -16,7 +16,8 @@ from pytest_agenteval.models import (
     ReplayError,
     ReplaySource,
     choose_model,
-    probe_endpoint,
+    model_entry,
+    probe_models,
     probe_token_routes,
 )
 from pytest_agenteval.models._keys import api_key_from_env
@@ -138,7 +139,8 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
             return choice  # listing items needs no model and no server
         if choice.kind == "openai":
             api_key = api_key_from_env(settings.api_key_env)
-            lists = {url: probe_endpoint(url, api_key) for url in choice.endpoints}
+            entries = {url: probe_models(url, api_key) for url in choice.endpoints}
+            lists = {url: [str(m.get("id")) for m in listed] for url, listed in entries.items()}
             name = settings.model_name
             if name is None:
                 first = lists[choice.endpoints[0]]
@@ -151,7 +153,9 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
                         f"--model-name {name!r} is not served by {url} "
                         f"(it serves: {', '.join(served)}); fix --model-name or the endpoint"
                     )
-            choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name)
+            # what each server says about its weights: the cache key's (models/_identity.py)
+            reported = tuple(model_entry(entries[url], name) for url in choice.endpoints)
+            choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name, reported=reported)
             if settings.continuation == "tokens":
                 for url in choice.endpoints:
                     probe_token_routes(url, name, api_key)

@@ -292,6 +292,8 @@ class ResultsCollector:
         if not self.summaries and not self.gate_results and not self.comparisons and not self.storage_notes:
             return
         terminalreporter.section("agenteval")
+        for line in report.cache_lines(self.summaries):
+            terminalreporter.write_line(line)
         for summary in self.summaries:
             suite = suite_by_name(summary["suite"])
             for line in report.suite_block(summary, suite.summary_rows(summary)):

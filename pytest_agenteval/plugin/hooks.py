@@ -4,6 +4,7 @@ prefetching, and the controller that aggregates. Logic lives in the other module
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pytest_agenteval.models import (
     SDK_SCHEMES,
     ModelChoice,
     choose_model,
+    identity_warning,
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
@@ -93,6 +95,9 @@ def pytest_configure(config: pytest.Config) -> None:
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         served = config.workerinput.get(WORKERINPUT_KEY)  # type: ignore[attr-defined]
         choice = served_choice(served) if served else _lazy_choice(settings, name)
+        reported = config.workerinput.get("agenteval_model_reported")  # type: ignore[attr-defined]
+        if reported and not served:  # the controller's /v1/models entries: the same cache key
+            choice = dataclasses.replace(choice, reported=tuple(reported))
     elif evaluating:
         collect_only = config.option.collectonly
         cache = _cache_dir(config, settings)
@@ -230,10 +235,30 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     if terminal is None or not config.stash.get(EVALUATING, False):
         return
+    said = _weights_warning(config)
+    if said:
+        terminal.write_line(f"WARNING: {said}", yellow=True)
     line = version_warning(bfcl_eval_version())  # first: the suite files are read only when it differs
     texts = (path.read_text(encoding="utf-8", errors="replace").lower() for path in suite_files(config))
     if line and any("bfcl" in text for text in texts):
         terminal.write_line(f"WARNING: {line}", yellow=True)
+
+
+def _weights_warning(config: pytest.Config) -> str | None:
+    """--endpoint with the cache on and nothing that names the weights (models/_identity.py)."""
+    runtime = config.stash.get(RUNTIME, None)
+    if runtime is None or config.option.collectonly:
+        return None
+    choice = runtime.choice
+    if choice.kind != "openai" or choice.served is not None:
+        return None  # a launched server's key has its weight files' hashes
+    return identity_warning(
+        choice.endpoints,
+        choice.reported,
+        str(choice.model_name),
+        runtime.settings.model_revision or "",
+        runtime.cache_dir is not None,
+    )
 
 
 def pytest_keyboard_interrupt(excinfo: Any) -> None:
@@ -422,6 +447,9 @@ class _XdistController:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["agenteval_model_name"] = self.choice.model_name
+        node.workerinput["agenteval_model_reported"] = [
+            None if entry is None else dict(entry) for entry in self.choice.reported
+        ]
         spec, manager = node.gateway.spec, node.nodemanager
         node.workerinput[hosts.HOST_KEY] = hosts.placement(manager.specs, _spec_in(manager.specs, spec))
         node.workerinput[hosts.PATHS_KEY] = hosts.worker_paths(

@@ -19,6 +19,7 @@ from pytest_agenteval.api.records import (
     generation_from_dict,
     sample_seed,
 )
+from pytest_agenteval.api.sampler import Completion, note_served, served_by
 from pytest_agenteval.api.suite import RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import FatalRequestError, ModelChoice, ReplaySource, make_sampler
@@ -80,7 +81,7 @@ class Runtime:
                 from pytest_agenteval.models.cache import CachingSampler, GenerationCache
 
                 self.cache = GenerationCache(self.cache_dir)
-                sampler = CachingSampler(sampler, self.cache)
+                sampler = CachingSampler(sampler, self.cache, self.settings.model_revision or "")
             self._sampler = sampler
         return self._sampler
 
@@ -167,7 +168,12 @@ class Runtime:
             suite.sampling(self.settings),
             self.sample_count(suite, problem),
         )
-        return await suite.rollout(ctx)
+        served_by.set({})  # this rollout's task only: what served it (models note it)
+        rollout = await suite.rollout(ctx)
+        served = served_by.get()
+        if served:  # the reply's own model and system_fingerprint, with the generation
+            rollout = dataclasses.replace(rollout, extra={**rollout.extra, **served})
+        return rollout
 
     async def _counted_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
         try:
@@ -211,7 +217,11 @@ class Runtime:
         entry[1] -= 1
         if entry[1] == 0:
             del self._shared[key]
-        return await asyncio.shield(entry[0])
+        result = await asyncio.shield(entry[0])
+        for completion in result if isinstance(result, list) else ():  # the task noted it for one reader
+            if isinstance(completion, Completion):
+                note_served(completion)
+        return result
 
     def set_agent(self, suite: Suite, agent: Any) -> None:
         if agent is not None:

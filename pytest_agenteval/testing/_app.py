@@ -175,6 +175,7 @@ class ServerCore:
             "object": "model",
             "created": 0,
             "owned_by": "pytest-agenteval",
+            **dict(self.config.model_card),
         }
         return web.json_response({"object": "list", "data": [model]})
 
@@ -420,6 +421,7 @@ class ServerCore:
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": model,
+            **({"system_fingerprint": fp} if (fp := self.config.system_fingerprint) is not None else {}),
             "choices": choices,
             "usage": {
                 "prompt_tokens": prompt_tokens,

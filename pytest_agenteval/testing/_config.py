@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_agenteval.testing._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
 from pytest_agenteval.testing._responders import (
@@ -30,6 +30,10 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0 = ephemeral
     model: str = "mock-model"
+    # more fields of the /v1/models entry, e.g. {"root": "/ckpt/step-100", "max_model_len": 4096}
+    # (what vLLM reports about the weights); change it with set_model() while the server runs
+    model_card: Mapping[str, Any] = field(default_factory=dict)
+    system_fingerprint: str | None = None  # set: every reply carries it (OpenAI, llama.cpp do)
     strict_model: bool = False  # True: unknown model names get a 404 model_not_found
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"
     support_n: bool = True  # False: always one choice, whatever ``n`` says

@@ -58,6 +58,13 @@ class _ServerHandle:
     def stats(self) -> dict[str, Any]:
         return self._core.stats()
 
+    def set_model(self, system_fingerprint: str | None = None, **card: Any) -> None:
+        """Serve other weights behind the same URL and name from the next request on:
+        `card` replaces the extra fields of the /v1/models entry (e.g. `root=`,
+        `max_model_len=`), `system_fingerprint` what every reply carries."""
+        self.config.model_card = dict(card)
+        self.config.system_fingerprint = system_fingerprint
+
     def reset(self) -> None:
         """Clear log, in-flight statistics and per-key attempt counters."""
         self._core.reset()

@@ -17,7 +17,7 @@ def wants_stream(body: Mapping[str, Any]) -> bool:
 
 def sse_events(payload: Mapping[str, Any], body: Mapping[str, Any]) -> Iterator[bytes]:
     """Every event of the stream, the final `[DONE]` included."""
-    head = {k: payload[k] for k in ("id", "created", "model")}
+    head = {k: payload[k] for k in ("id", "created", "model", "system_fingerprint") if k in payload}
     chat = payload["object"] == "chat.completion"
     head["object"] = "chat.completion.chunk" if chat else "text_completion"
     for choice in payload["choices"]:

@@ -59,7 +59,7 @@ def test_rerun_sends_nothing_and_a_changed_parameter_misses(run_suite, pytester:
         third = len(server.requests) - first - second
     assert (first, second, third) == (8, 0, 8)
     _, (summary,) = read_results(out)
-    assert summary["requests"] == {"attempts": 0, "retries": 0, "cached_generations": 8}
+    assert summary["requests"] == {"generations": 8, "attempts": 0, "retries": 0, "cached_generations": 8}
 
 
 def test_retool_trajectories_resume_from_cached_turns(run_suite, pytester: pytest.Pytester) -> None:

@@ -26,6 +26,8 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         "label": "mock-model",
         "name": "mock-model",
         "endpoints": [server.url],
+        "reported": [{"id": "mock-model", "owned_by": "pytest-agenteval"}],  # its /v1/models entry
+        "weights_identified": False,
         "api_key_env": "OPENAI_API_KEY",
         "token_counter": "the server's tokenizer where it has /tokenize or /extras/tokenize, else an "
         "estimate (each generation records which: token_counting)",

@@ -56,6 +56,14 @@ class ResolvedModel:
         return self.fingerprint[:12]
 
     @property
+    def weights_fingerprint(self) -> str:
+        """What the generation cache keys a launched server on: an adapter's own files and
+        its base's (new base weights under the same path change what the adapter does)."""
+        if self.base is None or not self.fingerprint:
+            return self.fingerprint
+        return hashlib.sha256(f"{self.base.fingerprint}+{self.fingerprint}".encode()).hexdigest()
+
+    @property
     def served_name(self) -> str:
         """The name a launched server must list for us to trust it is ours."""
         return f"agenteval-{self.fp12}"

@@ -109,7 +109,7 @@ class Launch:
             "replicas": [s.describe() for s in self.servers],
             "logs": {s.url: str(s.log_path) for s in self.servers},
             "sampling_defaults": dict(self.servers[0].spec.sampling_defaults),
-            "fingerprint": self.resolved.fingerprint,
+            "fingerprint": self.resolved.weights_fingerprint,  # the cache key's
             # llama_cpp.server ends a running stream when the next request arrives: ask whole replies
             "streams": all(s.spec.backend != "llama-cpp" for s in self.servers),
         }
