@@ -101,7 +101,7 @@ class ResultsCollector:
         if report.failed and report.when != "call":
             self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
         if report.failed and not getattr(report, UNSOLVED, False):
-            self.unforgivable.setdefault(report.nodeid, _phase(report.when))
+            self.unforgivable.setdefault(report.nodeid, report.when)
         if report.skipped:
             self.skipped.add(report.nodeid)
 
@@ -388,10 +388,6 @@ def _harness_usage() -> dict[str, float]:
         "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
     }
-
-
-def _phase(when: str) -> str:
-    return "worker crash" if when == CRASH_WHEN else when
 
 
 def _unforgiven_line(nodeids: Sequence[str], phases: Mapping[str, str]) -> str:
