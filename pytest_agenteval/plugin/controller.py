@@ -28,7 +28,8 @@ from pytest_agenteval.output.results import (
     request_totals,
     token_totals,
 )
-from pytest_agenteval.tasks.registry import suite_by_name
+from pytest_agenteval.plugin.items import UNSOLVED
+from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
 CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
 
@@ -47,6 +48,8 @@ class ResultsCollector:
         self.records: dict[str, bytes] = {}
         self.expected: list[str] = []
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
+        # nodeid -> phase, of every failure but an unsolved item's: no gate forgives them
+        self.unforgivable: dict[str, str] = {}
         self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
         self.backend: dict[str, int] = {}  # request counters summed over processes
         self.results_file = ResultsFile()
@@ -59,6 +62,7 @@ class ResultsCollector:
         self.written: Path | None = None
         self.write_failed = False  # the results file is not where it was asked for
         self.cache_notes: list[str] = []  # storage problems of every process's cache
+        self.suite_error: str | None = None  # a suite module the controller could not import
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -96,8 +100,15 @@ class ResultsCollector:
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
             self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
+        if report.failed and not getattr(report, UNSOLVED, False):
+            self.unforgivable.setdefault(report.nodeid, report.when)
         if report.skipped:
             self.skipped.add(report.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A collection error (kept going past with --continue-on-collection-errors)."""
+        if report.failed:
+            self.unforgivable.setdefault(report.nodeid or ".", "collection")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -132,15 +143,11 @@ class ResultsCollector:
     # -- the end -----------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)  # without the texts
-        keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
-        for nodeid, packed in self.records.items():
-            data = _unpack(packed)
-            suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
-            record = problem_from_dict(data, suite.score_fields)
-            by_suite[data["suite"]].append(record)
-            keys[id(record)] = nodeid
-        self._keys = keys
+        try:
+            by_suite = self._by_suite()
+        except SuiteImportError as exc:
+            self._no_summary(session, str(exc))
+            return
         if self.config.option.collectonly or (not by_suite and not self.gates):
             self.results_file.close()  # listing items is not an evaluation: no file, no gate
             return
@@ -165,6 +172,33 @@ class ResultsCollector:
             self._write(by_suite)
         self._mark_for_last_failed(missing)
         self._decide_exit(session)
+
+    def _by_suite(self) -> dict[str, list[ProblemRecord]]:
+        """The records (without the texts) of each suite, read with the suite's own fields."""
+        by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)
+        keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
+        for nodeid, packed in self.records.items():
+            data = _unpack(packed)
+            suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
+            record = problem_from_dict(data, suite.score_fields)
+            by_suite[data["suite"]].append(record)
+            keys[id(record)] = nodeid
+        self._keys = keys
+        return by_suite
+
+    def _no_summary(self, session: pytest.Session, error: str) -> None:
+        """A suite without its own code cannot be summarised: an error, not a generic
+        summary. The finished items stay in the partial file and the generation cache."""
+        self.results_file.close()
+        kept = [str(self.results_file.partial)] if self.results_file.partial else []
+        if not self.settings.no_cache:
+            kept.append("the generation cache (a rerun requests nothing again)")
+        self.suite_error = f"{error}; no summary, gate or results file" + (
+            f": the finished items are in {' and '.join(kept)}" if kept else ""
+        )
+        self._mark_for_last_failed(self._missing())
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _mark_for_last_failed(self, missing: Sequence[str]) -> None:
         """Items that never produced a record (Ctrl-C, a crash) count as failed for
@@ -282,16 +316,21 @@ class ResultsCollector:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             return  # interrupted, internal or usage errors keep their own status
+        # A gate forgives unsolved items only: any other failure keeps the run red.
         complete = all(s["complete"] for s in self.summaries)
-        healthy = complete and not self.infra_errors and not self.write_failed
+        healthy = complete and not self.infra_errors and not self.unforgivable and not self.write_failed
         verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
         passed = bool(verdicts) and all(verdicts)
         session.exitstatus = pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.summaries and not self.gate_results and not self.comparisons and not self.storage_notes:
+        if not (
+            self.summaries or self.gate_results or self.comparisons or self.storage_notes or self.suite_error
+        ):
             return
         terminalreporter.section("agenteval")
+        if self.suite_error:
+            terminalreporter.write_line(f"ERROR: {self.suite_error}", red=True, bold=True)
         for line in report.cache_lines(self.summaries):
             terminalreporter.write_line(line)
         for summary in self.summaries:
@@ -309,6 +348,9 @@ class ResultsCollector:
             terminalreporter.write_line(
                 f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
             )
+        others = [n for n in self.unforgivable if n not in self.infra_errors]
+        if others and (self.gates or self.comparisons):
+            terminalreporter.write_line(_unforgiven_line(others, self.unforgivable))
         for note in self.storage_notes:
             terminalreporter.write_line(f"storage: {note}")
         if self.written:
@@ -348,6 +390,13 @@ def _harness_usage() -> dict[str, float]:
         "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
     }
+
+
+def _unforgiven_line(nodeids: Sequence[str], phases: Mapping[str, str]) -> str:
+    """Failures that are not unsolved items, which a passing gate does not forgive."""
+    shown = ", ".join(f"{n} ({phases[n]})" for n in nodeids[:3])
+    more = f" and {len(nodeids) - 3} more" if len(nodeids) > 3 else ""
+    return f"failed otherwise (gates forgive only unsolved problems): {shown}{more}"
 
 
 def _error_line(text: str) -> str:

@@ -27,6 +27,7 @@ from pytest_agenteval.output.results import RESULTS_DIR
 from pytest_agenteval.plugin import checks, hosts, progress
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
+    UNSOLVED,
     apply_limits,
     in_use,
     problem_of,
@@ -308,6 +309,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
+class Unsolved(pytest.fail.Exception):
+    """The failure of `Evaluation.check`: the item's generations were scored and none is
+    correct. It reads as pytest's own `Failed`; the report says it is an unsolved item."""
+
+    __module__ = "builtins"
+    __qualname__ = "Failed"
+
+
 class Evaluation:
     """What the test body sees: the scored record of its N generations."""
 
@@ -322,7 +331,8 @@ class Evaluation:
     def check(self) -> None:
         """An item passes when at least one of its N generations is correct."""
         if not self.passed:
-            pytest.fail(self.suite.failure_message(self.record), pytrace=False)
+            __tracebackhide__ = True
+            raise Unsolved(self.suite.failure_message(self.record), pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -364,6 +374,9 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report = yield
+    if call.when == "call" and report.failed and call.excinfo is not None:
+        if isinstance(call.excinfo.value, Unsolved):  # travels to the xdist controller with the report
+            setattr(report, UNSOLVED, True)
     if call.when == "setup":  # the record travels once, with the setup report
         records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]

@@ -15,6 +15,9 @@ from pytest_agenteval.api.suite import Suite
 from pytest_agenteval.config import options
 
 SUITE_ATTRIBUTE = "agenteval_suite"
+# Set on the call report of an item whose generations were scored and none solved it
+# (`Evaluation.check`): the one failure a gate may forgive (docs/ci.md#exit-status).
+UNSOLVED = "agenteval_unsolved"
 
 
 def suite_of(module: Any) -> Suite | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import sys
 from pathlib import Path
 
 from pytest_agenteval.api.suite import Suite
@@ -77,6 +77,11 @@ KNOWN_METRICS: dict[str, tuple[str, ...]] = {
 _instances: dict[str, Suite] = {}
 
 
+class SuiteImportError(Exception):
+    """A suite module that raised when the controller imported it to summarise its
+    results; the message is one line naming the module, the exception and the fix."""
+
+
 def remember(suite: Suite) -> None:
     """Suites seen during collection in this process (covers user-defined suites
     when the controller is also the only worker)."""
@@ -86,7 +91,8 @@ def remember(suite: Suite) -> None:
 def suite_by_name(name: str, source: Path | None = None) -> Suite:
     """The suite object for a name: one seen during collection here, or (the xdist
     controller collects nothing) the `agenteval_suite` of the test file `source`, else
-    the built-in of that name, else a generic one (math metrics)."""
+    the built-in of that name, else a generic one (math metrics). A suite file that
+    raises on import is a SuiteImportError: its own summary would be lost."""
     if name not in _instances:
         # the file's own suite first: a subclass of a built-in keeps its name (aime25)
         suite = _from_file(source) if source is not None else None
@@ -103,14 +109,42 @@ def suite_by_name(name: str, source: Path | None = None) -> Suite:
 
 
 def _from_file(path: Path) -> Suite | None:
-    """Import a suite module by path, as pytest's workers did, for its suite object."""
-    spec = importlib.util.spec_from_file_location(f"_agenteval_suite_{abs(hash(str(path)))}", path)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
+    """Import a suite module by path as pytest's workers did (the default import mode,
+    prepend: the folder above its packages first on sys.path, the dotted module name),
+    for its suite object. None when the file is not on this machine."""
+    if not path.is_file():
+        return None  # a remote worker's path: the built-in of the records' name, or generic
+    root, name = _import_root(path)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     try:
-        spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - fall back to the generic summary
-        return None
+        module = importlib.import_module(name)
+    except BaseException as exc:  # pytest.skip at module level, sys.exit: BaseExceptions too
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise SuiteImportError(
+            f"{path}: importing the suite module on the xdist controller, for its summary, raised "
+            f"{type(exc).__name__}: {_first_line(exc)}; it must import there as in the workers"
+        ) from exc
+    found = getattr(module, "__file__", None)
+    if found is None or Path(found).resolve() != path.resolve():
+        raise SuiteImportError(
+            f"{path}: its module name {name!r} is already the module {found}; rename the suite file"
+        )
     suite = getattr(module, "agenteval_suite", None)
     return suite if isinstance(suite, Suite) else None
+
+
+def _import_root(path: Path) -> tuple[Path, str]:
+    """The folder pytest puts on sys.path for a test file, and the file's module name."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return folder, ".".join(parts)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
