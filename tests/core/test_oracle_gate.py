@@ -10,6 +10,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CI_NOTE = "(AGENTEVAL_CI=1: an oracle test may not skip)"
+QUIET_INI = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"  # no pytest-asyncio warning
 
 TINY = """
 import pytest
@@ -55,6 +56,7 @@ def test_a_missing_oracle_skips_and_fails_in_ci(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, outcomes: dict, line: str
 ) -> None:
     pytester.syspathinsert(REPO)  # `tests._oracle` as the suite imports it
+    pytester.makeini(QUIET_INI)
     pytester.makepyfile(test_tiny=TINY.format(module_gate=False))
     if ci is None:
         monkeypatch.delenv("AGENTEVAL_CI", raising=False)
@@ -70,6 +72,7 @@ def test_a_module_gate_skips_every_test_and_errors_every_test_in_ci(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None, outcomes: dict
 ) -> None:
     pytester.syspathinsert(REPO)
+    pytester.makeini(QUIET_INI)
     pytester.makepyfile(test_tiny=TINY.format(module_gate=True))
     if ci is None:
         monkeypatch.delenv("AGENTEVAL_CI", raising=False)
