@@ -1,5 +1,7 @@
 """The seed lab's own functions, as the oracle of the parity tests. They are read from
-`../shared/seeds/lab-05-retool/` beside the checkout (CI has it). eval.py and rollout.py
+`../shared/seeds/lab-05-retool/` beside the checkout (CI has it), or from the folder
+AGENTEVAL_LAB_DIR names (a checkout elsewhere, a git worktree). Without it the tests that
+need it skip, and fail under AGENTEVAL_CI=1 (tests/_oracle.py). eval.py and rollout.py
 import pytrio at the top, which is not installable here, so only the functions the tests
 need are compiled from those files' source, with the names they use."""
 
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import re
 import sys
 from functools import cache
@@ -14,14 +17,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
+from tests._oracle import require_oracle
 
-LAB = Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "lab-05-retool"
+LAB = Path(
+    os.environ.get("AGENTEVAL_LAB_DIR")
+    or Path(__file__).resolve().parents[2].parent / "shared" / "seeds" / "lab-05-retool"
+)
 
 
 def require_lab() -> Path:
     if not (LAB / "protocol.py").is_file():
-        pytest.skip(f"the seed lab's code is not at {LAB} (shared/ beside the checkout)")
+        where = "shared/ beside the checkout, or set AGENTEVAL_LAB_DIR"
+        require_oracle(f"the seed lab's code is not at {LAB} ({where})")
     return LAB
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pytest_agenteval.tasks.bfcl import export_official_results, result_path
+from tests._oracle import require_oracle
 
 from .official_checker import OfficialJudge, missing_official_requirements
 
@@ -68,7 +69,7 @@ def test_inconsistent_items_are_refused(tmp_path, items, message):
 def test_the_official_loader_reads_the_files_back(tmp_path):
     missing = missing_official_requirements()
     if missing:
-        pytest.skip(f"the official reader is not installed: pip install {', '.join(missing)}")
+        require_oracle(f"the official reader is not installed: pip install {', '.join(missing)}")
     utils = OfficialJudge().utils
     for path in export_official_results(ITEMS, tmp_path, "m"):
         category = utils.extract_test_category(path)

@@ -19,11 +19,19 @@ from pytest_agenteval.tasks.bfcl._format_sensitivity import (
     score_format,
     spread,
 )
+from tests._oracle import require_oracle
 
 from .official_checker import PROMPT_MODEL, OfficialJudge, missing_official_requirements
 
 _MISSING = missing_official_requirements()
-pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"pip install {', '.join(_MISSING)}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _official_checker() -> None:
+    if _MISSING:
+        require_oracle(f"the official checker is not installed: pip install {', '.join(_MISSING)}")
+
+
 _TYPES = {str: "string", int: "integer", float: "float", bool: "boolean", list: "array", dict: "dict"}
 
 

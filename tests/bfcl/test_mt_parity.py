@@ -20,15 +20,18 @@ from pytest_agenteval.tasks.bfcl._mt_checker import check_multi_turn, decode_tur
 from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry, load_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.tasks.bfcl._prompt import native_tools, prompt_messages
+from tests._oracle import require_oracle
 
 from .official_checker import missing_official_requirements
 from .parity_mt_cases import KINDS, generate_cases
 
 _MISSING = missing_official_requirements() + missing_requirements()
-pytestmark = pytest.mark.skipif(
-    bool(_MISSING),
-    reason=f"the official multi-turn checker is not installed: pip install {', '.join(_MISSING)}",
-)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _official_checker() -> None:
+    if _MISSING:
+        require_oracle(f"the official multi-turn checker is not installed: pip install {', '.join(_MISSING)}")
 
 
 @pytest.fixture(scope="module")

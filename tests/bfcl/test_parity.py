@@ -22,15 +22,18 @@ from pytest_agenteval.tasks.bfcl import (
     score_text,
     score_tool_calls,
 )
+from tests._oracle import require_oracle
 
 from .official_checker import OfficialJudge, missing_official_requirements
 from .parity_cases import Case, generate_cases
 
 _MISSING = missing_official_requirements()
-pytestmark = pytest.mark.skipif(
-    bool(_MISSING),
-    reason=f"the official checker is not installed: pip install {', '.join(_MISSING)}",
-)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _official_checker() -> None:
+    if _MISSING:
+        require_oracle(f"the official checker is not installed: pip install {', '.join(_MISSING)}")
 
 
 @pytest.fixture(scope="module")

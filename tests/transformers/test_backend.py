@@ -17,6 +17,9 @@ from pytest_agenteval.models.serve.probe import adapter_is_live
 from pytest_agenteval.tasks.aime25._conversation import TOOLS
 from pytest_agenteval.tasks.aime25._protocol import initial_messages
 from pytest_agenteval.tasks.aime25.suite import text_only_messages
+from tests.transformers import skip_without_backend
+
+skip_without_backend()  # the imports above need none of the backend's packages
 
 # Our own problems: digits, powers, braces, inequalities and a long number, since the
 # gguf's `smollm` pre-tokenizer is mapped to GPT-2's regex by transformers.

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import read_results
+from tests.transformers import skip_without_backend
+
+skip_without_backend()  # the imports above need none of the backend's packages
 
 
 def _generations(path: Path) -> list[tuple[int, int, int, str, int]]:

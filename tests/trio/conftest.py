@@ -4,6 +4,7 @@ serve. `service` runs each test once per protocol."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,8 +84,23 @@ def protocol(request: pytest.FixtureRequest) -> Protocol:
     return PROTOCOLS[request.param]
 
 
+# transformers converts the gguf's vocabulary only with torch and gguf, which README
+# command 2 installs (command 1 brings transformers alone, with the SDKs)
+TOKENIZER_NEEDS = {
+    "transformers": "pip install -e '.[transformers]'",
+    "torch": "pip install torch==2.13.0",
+    "gguf": "pip install -e '.[transformers]'",
+}
+
+
 @pytest.fixture(scope="session")
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    missing = [module for module in TOKENIZER_NEEDS if importlib.util.find_spec(module) is None]
+    if missing:
+        installs = " && ".join(dict.fromkeys(TOKENIZER_NEEDS[module] for module in missing))
+        pytest.skip(
+            f"the tokenizer folder is converted from the gguf, which needs {', '.join(missing)}: {installs}"
+        )
     return gguf_tokenizer_dir(embedded_model_path(), tmp_path_factory.mktemp("smol-tokenizer"))
 
 

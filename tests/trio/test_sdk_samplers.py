@@ -11,12 +11,18 @@ import time
 from typing import Any
 
 import pytest
-from transformers import AutoTokenizer
 
 from pytest_agenteval.tasks.aime25._conversation import TOOLS
 from pytest_agenteval.tasks.aime25._protocol import initial_messages
 from pytest_agenteval.tasks.aime25.suite import text_only_messages
 from tests.conftest import TINY_PROBLEMS, interruptible, read_results
+
+# Both SDKs need transformers (command 1 brings it with them). Imported at the top, not in a
+# test: numpy, which it loads, must be in sys.modules before pytester's in-process runs,
+# which drop the modules imported during them (numpy cannot be loaded twice in a process).
+AutoTokenizer = pytest.importorskip(
+    "transformers", reason="the SDK extras are not installed: pip install -e '.[trio,tinker]'"
+).AutoTokenizer
 
 SMALL = (
     "--val-n=2",
