@@ -141,6 +141,20 @@ def intervals(
     }
 
 
+def accuracy_intervals(
+    successes: Sequence[float], trials: Sequence[float], seed: int = 0, iterations: int = BOOTSTRAP_ITERATIONS
+) -> dict[str, dict[str, Any]]:
+    """`ci95`, `ci95_method` and `ci95_undefined_resamples` of an `accuracy` (BFCL, GAIA):
+    one entry per problem, its correct generations of its scored ones. As Average@N: Wilson
+    when every problem has at most one, else the cluster bootstrap widened to Wilson."""
+    interval = clustered_proportion(list(successes), list(trials), seed, iterations)
+    return {
+        "ci95": {"accuracy": interval.bounds()},
+        "ci95_method": {"accuracy": interval.method},
+        "ci95_undefined_resamples": {"accuracy": interval.undefined},
+    }
+
+
 def _percentile(sorted_values: Sequence[float], q: float) -> float | None:
     if not sorted_values:
         return None

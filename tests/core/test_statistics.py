@@ -343,3 +343,38 @@ def test_krippendorff_alpha_matches_the_krippendorff_package(level: str) -> None
             bool(np.isnan(theirs)),
             None if ours is None else pytest.approx(theirs, abs=1e-12),
         )
+
+
+@pytest.mark.parametrize(
+    ("successes", "trials", "interval", "method"),
+    [
+        ([0, 0, 0, 0, 0], [1, 1, 1, 1, 1], [0.0, 0.434482], WILSON),  # BFCL at 0 %: never [0, 0]
+        ([1, 1, 1, 1, 1], [1, 1, 1, 1, 1], [0.565518, 1.0], WILSON),
+        ([1, 1, 0, 1, 0], [1, 1, 1, 1, 1], [0.230724, 0.882379], WILSON),
+        ([0, 0, 0], [2, 2, 2], [0.0, 0.390334], CLUSTERED),  # N = 2, all wrong: widened to Wilson
+        ([], [], None, WILSON),  # nothing scored: no interval
+    ],
+)
+def test_bfcl_and_gaia_accuracy_intervals_are_wilson_where_they_would_collapse(
+    successes: list[int], trials: list[int], interval: list[float] | None, method: str
+) -> None:
+    from pytest_agenteval.api.metrics import accuracy_intervals
+
+    fields = accuracy_intervals(successes, trials, seed=0, iterations=200)
+    assert fields == {
+        "ci95": {"accuracy": interval},
+        "ci95_method": {"accuracy": method},
+        "ci95_undefined_resamples": {"accuracy": 0},
+    }
+    if interval is not None:
+        assert interval == wilson(sum(successes), sum(trials))
+
+
+def test_bfcl_accuracy_with_several_generations_is_the_widened_cluster_bootstrap() -> None:
+    from pytest_agenteval.api.metrics import accuracy_intervals
+
+    fields = accuracy_intervals([2, 0, 1, 2], [2, 2, 2, 2], seed=0, iterations=1000)
+    low, high = fields["ci95"]["accuracy"]
+    floor = wilson(5, 8)
+    assert fields["ci95_method"] == {"accuracy": CLUSTERED}
+    assert low <= floor[0] and high >= floor[1]

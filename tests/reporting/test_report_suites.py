@@ -69,8 +69,8 @@ def test_bfcl_report_has_categories_groups_and_the_delta(bfcl_runs, tmp_path: Pa
         == 0
     )
     text = (tmp_path / "r.md").read_text()
-    assert "| before (reference) | 1 | 5 | 60.0% |  |  |" in text
-    assert "| after ★ | 1 | 5 | 100.0% | +40.0 pp [+0.0, +80.0] | no significant change |" in text
+    assert "| before (reference) | 1 | 5 | 60.0% [23.1%, 88.2%] |  |  |" in text
+    assert "| after ★ | 1 | 5 | 100.0% [56.6%, 100.0%] | +40.0 pp [+0.0, +80.0] | no significant change |" in text
     assert "| Run | simple_python | irrelevance |" in text
     assert "| before | 66.7% (2/3) | 50.0% (1/2) |" in text
     assert "| after | 100.0% (3/3) | 100.0% (2/2) |" in text
@@ -126,7 +126,7 @@ def test_gaia_report_has_levels_and_drop_rates(gaia_runs, tmp_path: Path) -> Non
     assert "| Run | level 1 | level 2 | level 3 | drop 1->2 | drop 2->3 |" in text
     assert "| replayed | 80.0% (4/5) | 75.0% (3/4) | 33.3% (1/3) | 6.3% | 55.6% |" in text
     assert "| oracle | 100.0% (5/5) | 100.0% (4/4) | 100.0% (3/3) | 0.0% | 0.0% |" in text
-    assert "| replayed (reference) | 1 | 12 | 66.7% |" in text
+    assert "| replayed (reference) | 1 | 12 | 66.7% [39.1%, 86.2%] |" in text
     assert (tmp_path / "r.html").read_text().count('src="data:image/png;base64,') == 2  # levels, stop reasons
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api.metrics import accuracy_intervals
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
@@ -203,8 +204,16 @@ class Bfcl(Suite):
         }
 
     def summarize(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
-        results = [_item_result(r, g.to_dict()) for r in records for g in r.generations]
+        per_problem = [[_item_result(r, g.to_dict()) for g in r.generations] for r in records]
+        results = [result for problem in per_problem for result in problem]
         summary = summarize_bfcl(results, parse_weights(settings.bfcl_weights))
+        summary.update(
+            accuracy_intervals(
+                [sum(result.valid for result in problem) for problem in per_problem],
+                [len(problem) for problem in per_problem],
+                settings.seed,
+            )
+        )
         formats = [
             (str(r.problem_id).split(":")[1], bool(g.score.correct))
             for r in records

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api.metrics import accuracy_intervals
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
@@ -125,7 +126,18 @@ class Gaia(Suite):
             for r in records
             for g in r.generations
         ]
-        return {"problems": len(records), "generations": len(results), **summarize_gaia(results)}
+        scored: dict[str, list[bool]] = {str(r.problem_id): [] for r in records}
+        for item in results:
+            if item.correct is not None:
+                scored[item.task_id].append(bool(item.correct))
+        return {
+            "problems": len(records),
+            "generations": len(results),
+            **summarize_gaia(results),
+            **accuracy_intervals(
+                [sum(s) for s in scored.values()], [len(s) for s in scored.values()], settings.seed
+            ),
+        }
 
     def after_run(self, records: Sequence[ProblemRecord], settings: Settings) -> dict[str, Any]:
         agents = {g.rollout.extra.get("agent", "default") for r in records for g in r.generations}
