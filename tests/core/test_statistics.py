@@ -19,6 +19,7 @@ from pytest_agenteval.stats.krippendorff import krippendorff_alpha, reliability_
 from pytest_agenteval.stats.paired import paired_bootstrap
 from pytest_agenteval.stats.pass_at_k import mean_pass_at_k, pass_at_k_exact, unbiased_pass_at_k
 from pytest_agenteval.stats.proportions import CLUSTERED, WILSON, clustered_proportion, wilson
+from tests._oracle import require_oracle
 
 # --- pass@k: the estimator is the enumeration of every k-subset, exactly -----------------
 
@@ -234,9 +235,11 @@ TOLERANCE = 4 * np.sqrt(2) * np.sqrt(0.025 * 0.975 / B) / 0.05844680  # phi(1.95
 
 
 def scipy_bootstrap():
-    return pytest.importorskip(
-        "scipy.stats", reason="scipy is the dev extra's oracle: pip install -e '.[dev]'"
-    )
+    try:
+        import scipy.stats
+    except ImportError:
+        require_oracle("scipy is the dev extra's oracle: pip install -e '.[dev]'")
+    return scipy.stats
 
 
 def assert_close(ours: Sequence[float] | None, theirs, label: str) -> None:
@@ -320,15 +323,16 @@ def test_the_paired_comparison_matches_scipy() -> None:
 
 # --- Krippendorff's alpha against the `krippendorff` package --------------------------------
 # The published tables are in tests/datagen/test_panel.py; here random tables with missing
-# values against the PyPI package (GPL: never a dependency, an oracle when installed).
+# values against the PyPI package (GPL: in the dev extra as a test oracle only; the package
+# never imports it).
 
 
 @pytest.mark.parametrize("level", ["nominal", "ordinal", "interval", "ratio"])
 def test_krippendorff_alpha_matches_the_krippendorff_package(level: str) -> None:
-    oracle = pytest.importorskip(
-        "krippendorff",
-        reason="the krippendorff package (GPL, not a dependency) is the oracle: pip install it",
-    )
+    try:
+        import krippendorff as oracle
+    except ImportError:
+        require_oracle("the krippendorff package is the dev extra's oracle: pip install -e '.[dev]'")
     rng = np.random.default_rng(21)
     for _ in range(50):
         coders, units = int(rng.integers(2, 6)), int(rng.integers(3, 25))
