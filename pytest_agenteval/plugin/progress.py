@@ -59,8 +59,18 @@ def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
     counts["done"] = counts.get("done", 0) + n
     counts["errors"] = counts.get("errors", 0) + n - len(generations)
     counts["tokens"] = counts.get("tokens", 0) + sum(
-        int(g.get("completion_tokens", 0)) for g in generations if not g.get("cached")
+        _completion_tokens(g) for g in generations if not g.get("cached")
     )
+
+
+def _completion_tokens(generation: dict[str, Any]) -> int:
+    """A results line's generation, counted as `api.records.counted_tokens` counts a
+    rollout: one of several samples of one request (null tokens) counts its request's
+    usage once, on the first sample."""
+    usage = generation.get("request_usage")
+    if isinstance(usage, dict):
+        return int(usage.get("completion_tokens") or 0)
+    return int(generation.get("completion_tokens") or 0)
 
 
 def _duration(seconds: float) -> str:

@@ -153,3 +153,19 @@ def test_remote_workers_are_counted_from_the_records_their_reports_carry() -> No
         "errors": 1,
         "tokens": 12,
     }  # one generation missing; cached tokens not counted
+
+
+def test_samples_of_one_request_count_its_usage_once_from_a_remote_record() -> None:
+    counts: dict[str, int] = {}
+    usage = {"prompt_tokens": 9, "completion_tokens": 30}
+    add_record(
+        counts,
+        {
+            "val_n": 2,
+            "generations": [
+                {"completion_tokens": None, "request_usage": usage},
+                {"completion_tokens": None, "request_usage": {}},
+            ],
+        },
+    )
+    assert counts == {"done": 2, "errors": 0, "tokens": 30}  # int(None) raised INTERNALERROR
