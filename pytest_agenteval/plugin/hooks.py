@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
             checks.check_sandbox_level(settings)
             choice = _start_servers(config, settings, choice)
         checks.check_native_style(settings, choice)
+        hosts.check_concurrency(config, settings.concurrency, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if evaluating:  # the controller's modules: a worker never imports them (start-up time)
