@@ -15,12 +15,19 @@ from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.tasks.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, MAXIMUM_STEP_LIMIT, play_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_score import score_multi_turn
 from pytest_agenteval.testing import OpenAITestServer, Reply, ServerConfig
+from tests._oracle import require_oracle
 
 from .mt_script import DONE, GroundTruthModel
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_requirements()), reason=f"pip install {' '.join(missing_requirements())}"
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def _bfcl_eval_environments() -> None:
+    if missing_requirements():
+        require_oracle(
+            f"bfcl-eval's environments are not installed: pip install {' '.join(missing_requirements())}"
+        )
+
+
 PARAMS = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=256, seed=1)
 
 

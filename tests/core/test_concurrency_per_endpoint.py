@@ -198,3 +198,27 @@ def test_workers_sharing_one_endpoint(tx: list[str], per_host: bool, workers: in
     from pytest_agenteval.plugin.hosts import workers_per_endpoint
 
     assert workers_per_endpoint(tx, per_host) == workers
+
+
+def test_a_waiter_that_fits_nowhere_does_not_hold_up_the_ones_behind_it() -> None:
+    """The first in line is a retry that avoids "a" (it just failed there) while "b" is busy:
+    the waiter behind it takes "a"'s free slot (before, it idled until "b" freed up)."""
+
+    def avoiding(url: str) -> Any:
+        def choose(in_use: Any, full: frozenset[str]) -> tuple[str | None, float | None]:
+            return least_loaded(in_use, full | {url})
+
+        return choose
+
+    async def run() -> list[Any]:
+        slots = EndpointSlots(["a", "b"], 1)
+        assert await slots.acquire((0, 0), avoiding("a")) == ("b", 0.0)
+        retry = asyncio.create_task(slots.acquire((0, 1), avoiding("a")))
+        behind = asyncio.create_task(slots.acquire((0, 2), least_loaded))
+        await asyncio.sleep(0)
+        granted = [behind.done() and behind.result(), retry.done()]
+        slots.release("b")
+        await asyncio.sleep(0)
+        return [*granted, await retry, dict(slots.in_use)]
+
+    assert asyncio.run(run()) == [("a", 0.0), False, ("b", 0.0), {"a": 1, "b": 1}]
