@@ -314,6 +314,8 @@ class Unsolved(pytest.fail.Exception):
     """The failure of `Evaluation.check`: the item's generations were scored and none is
     correct. It reads as pytest's own `Failed`; the report says it is an unsolved item."""
 
+    # Named as pytest's own Failed so that the line the terminal and JUnit show
+    # (`Failed: 0/4 correct; ...`) stays what it was; the type tells the controller apart.
     __module__ = "builtins"
     __qualname__ = "Failed"
 
