@@ -212,3 +212,70 @@ def test_the_in_process_llama_sampler_raises_the_type() -> None:
         asyncio.run(go())
     assert caught.value.context == 64 and caught.value.prompt_tokens > 200
     assert caught.value.detail == "llama.cpp in-process, --n-ctx"
+
+
+@pytest.mark.parametrize("backend", ["embedded", "endpoint"])
+def test_a_retool_trajectory_over_the_context_ends_and_is_scored(run_suite, backend: str) -> None:
+    """AIME retool: tokens in/out on the embedded model, messages on an endpoint refusing as
+    llama.cpp's server does. The item is scored (unsolved), not an error."""
+    from tests.conftest import read_results
+
+    args = ("--mode=retool", "--limit=1", "--val-n=1")
+    if backend == "embedded":
+        pytest.importorskip("llama_cpp", reason="the embedded model needs llama-cpp-python")
+        result, path = run_suite(*args, "--n-ctx=32")
+        detail = "llama.cpp in-process, --n-ctx"
+    else:
+        with OpenAITestServer(ServerConfig(context_tokens=32)) as server:
+            result, path = run_suite(*args, f"--endpoint={server.url}", "--model-name=mock-model")
+            detail = f"{server.url}/chat/completions"
+    result.assert_outcomes(failed=1)
+    (problem,), (summary,) = read_results(path)
+    assert problem["error"] is None and summary["errors"]["items"] == 0
+    (generation,) = problem["generations"]
+    assert (generation["stop_reason"], generation["turns"], generation["correct"]) == (
+        "context_exceeded",
+        0,
+        False,
+    )
+    assert generation["context_overflow"].startswith("context overflow: the prompt is ")
+    assert generation["context_overflow"].endswith(f"over the context of 32 tokens ({detail})")
+
+
+def test_the_tool_loop_ends_a_trajectory_over_the_context_instead_of_raising() -> None:
+    """The loop GAIA's default agent runs, on an endpoint that refuses the prompt as vLLM
+    does: the trajectory ends with `context_exceeded` and the refusal in its record."""
+    from pytest_agenteval.api.records import Problem
+    from pytest_agenteval.api.suite import RolloutContext
+    from pytest_agenteval.config.settings import Settings
+    from pytest_agenteval.solvers.tool_loop import LoopBudget, run_tool_loop
+
+    messages = [{"role": "user", "content": "x" * 96}]  # 28 tokens by the server's estimate
+    budget = LoopBudget(
+        max_turns=4, max_calls=4, max_trajectory_tokens=4096, max_turn_tokens=16, max_tool_response_tokens=64
+    )
+    with OpenAITestServer(ServerConfig(context_tokens=20, context_style="vllm")) as server:
+        sampler = OpenAISampler([server.url], "mock-model")
+        ctx = RolloutContext(
+            settings=Settings(),
+            sampler=sampler,
+            problem=Problem(suite="gaia", id="t", index=0, text="", reference=None),
+            sample_index=0,
+            seed=1,
+            resources=None,
+            sampling={"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 16},
+            samples=1,
+        )
+
+        async def go():
+            try:
+                return await run_tool_loop(ctx, messages, budget, False, "FINAL ANSWER:")
+            finally:
+                await sampler.aclose()
+
+        rollout = asyncio.run(go())
+        url = server.url
+    assert (rollout.stop_reason, rollout.turns, rollout.text) == ("context_exceeded", 0, "")
+    assert rollout.extra["context_overflow"] == (
+        f"context overflow: the prompt is 28 tokens, over the context of 20 tokens ({url}/chat/completions)"
+    )
