@@ -91,6 +91,18 @@ def test_the_embedded_model_over_its_context_gives_inference_errors_an_export_an
     assert summary["bfcl_evaluate"] == _command(bfcl.path)
     # nothing was generated: the first request of each entry was refused before sampling
     assert summary["tokens"] == {"prompt": 0, "completion": 0}
+    _official_agrees(bfcl.path)
+
+
+def _official_agrees(root) -> None:
+    """bfcl-eval's own evaluation reads the export and scores each entry wrong, as we do."""
+    from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
+
+    for module in REQUIREMENTS:
+        pytest.importorskip(module, reason=f"the official evaluation needs {module}")
+    official = official_scores(root / "export", EXPORT_MODEL, list(MULTI_TURN_CATEGORIES))
+    counts = {c: (s["correct_count"], s["total_count"]) for c, s in official["categories"].items()}
+    assert counts == {c: (0, 1) for c in MULTI_TURN_CATEGORIES}
 
 
 @pytest.mark.parametrize("style", ["llama-server", "vllm"])
