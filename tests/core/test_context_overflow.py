@@ -279,3 +279,20 @@ def test_the_tool_loop_ends_a_trajectory_over_the_context_instead_of_raising() -
     assert rollout.extra["context_overflow"] == (
         f"context overflow: the prompt is 28 tokens, over the context of 20 tokens ({url}/chat/completions)"
     )
+
+
+def test_a_single_turn_overflow_is_an_error_of_its_item_and_does_not_stop_the_run(run_suite) -> None:
+    """Text-only AIME has no conversation to end: the item errors, with the refusal in one
+    line, and the run goes on (a refused request of another kind stops it, as -x does)."""
+    from tests.conftest import read_results
+
+    with OpenAITestServer(ServerConfig(context_tokens=8, context_style="vllm")) as server:
+        result, path = run_suite(
+            "--limit=2", "--val-n=1", f"--endpoint={server.url}", "--model-name=mock-model"
+        )
+        sent = len(server.requests)
+    result.assert_outcomes(errors=2)
+    problems, (summary,) = read_results(path)
+    assert sent == 2 and summary["errors"]["items"] == 2
+    for problem in problems:
+        assert problem["error"].startswith("sample 0: ContextOverflowError: context overflow: the prompt is ")
