@@ -47,9 +47,13 @@ class SamplingParams:
     max_tokens: int
     seed: int
     stop: tuple[str, ...] = ()
+    # A JSON schema (as JSON text) the reply must follow; "" for none. The llama sampler
+    # compiles it into a grammar, the OpenAI sampler sends it as a `json_schema`
+    # response_format. Text, not a dict: the params stay hashable.
+    json_schema: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
@@ -57,6 +61,9 @@ class SamplingParams:
             "seed": self.seed,
             "stop": list(self.stop),
         }
+        if self.json_schema:  # only when set: the cache keys of every other request stay as they were
+            fields["json_schema"] = self.json_schema
+        return fields
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,7 @@ class LlamaSampler:
         room = self.n_ctx - len(prompt)
         if room <= 0:
             raise ContextOverflowError(len(prompt), self.n_ctx, "llama.cpp in-process, --n-ctx")
+        grammar = _schema_grammar(params.json_schema) if params.json_schema else None
         start = time.perf_counter()
         llm.set_seed(params.seed)
         tokens: list[int] = []
@@ -181,6 +182,7 @@ class LlamaSampler:
             temp=params.temperature,
             repeat_penalty=1.0,
             logits_processor=self._cancellable(llm),
+            grammar=grammar,
         ):
             tokens.append(token)
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
@@ -254,6 +256,17 @@ class LlamaSampler:
         # Stop a generation in progress at its next token rather than wait it out.
         self._cancel.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _schema_grammar(schema: str) -> Any:
+    """`params.json_schema` as a GBNF grammar (llama.cpp's own schema converter, as
+    llama-cpp-python's server does for `response_format`): a fresh one per call, since
+    a grammar keeps its parse state. A schema it cannot compile is a refused request."""
+    llama_cpp = _require_llama_cpp()
+    try:
+        return llama_cpp.LlamaGrammar.from_json_schema(schema, verbose=False)
+    except Exception as exc:  # the converter raises bare Exceptions and ValueErrors
+        raise ValueError(f"the JSON schema does not compile into a grammar ({exc})") from exc
 
 
 @contextlib.contextmanager

@@ -142,6 +142,11 @@ class OpenAISampler:
             body["top_k"] = params.top_k
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.json_schema and "response_format" not in body:  # extra_body's own wins
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "reply", "strict": True, "schema": json.loads(params.json_schema)},
+            }
         if tools:
             body["tools"] = [dict(t) for t in tools]
             if tool_choice:

@@ -1,12 +1,13 @@
 """`pytest-agenteval review DATA.jsonl`: a human verification page on 127.0.0.1.
 
-aiohttp, one static page and a JSON API, no CDN (KaTeX is used only if Debian's
-`libjs-katex` is installed; the raw source is always shown). Saves are atomic (temp file
-and os.replace) to `<data>_verifications.json`; a save carries the revision it edited and
-a stale one (a second tab, a second annotator) gets 409 instead of overwriting. Drafts are
-kept server-side in `<data>_verifications.drafts.json`, so a reload or a restart loses
-nothing. Requests from another Origin, or without the page's token, get 403; a request whose
-Host is not a loopback name with the bound port (a DNS-rebinding page) gets 421 with no body."""
+aiohttp, one static page and a JSON API, no CDN: KaTeX is vendored in the package
+(`report/static/katex/`) and served from `/katex/`; the raw source is a toggle away.
+Saves are atomic (temp file and os.replace) to `<data>_verifications.json`; a save
+carries the revision it edited and a stale one (a second tab, a second annotator) gets
+409 instead of overwriting. Drafts are kept server-side in
+`<data>_verifications.drafts.json`, so a reload or a restart loses nothing. Requests from
+another Origin, or without the page's token, get 403; a request whose Host is not a
+loopback name with the bound port (a DNS-rebinding page) gets 421 with no body."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from pytest_agenteval.tasks.datagen._human import (
     verifications_path,
 )
 
-KATEX_DIR = Path("/usr/share/javascript/katex")
+KATEX_DIR = Path(__file__).parent / "static" / "katex"  # vendored: see VENDORED.md there
 HOST = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
@@ -94,7 +95,6 @@ class ReviewState:
             "annotator": self.annotator,
             "token": self.token,
             "load_errors": self.load_errors,
-            "katex": KATEX_DIR.is_dir(),
         }
 
 
@@ -192,8 +192,7 @@ def build_app(state: ReviewState) -> web.Application:
     app.router.add_get("/api/items", _items)
     app.router.add_put("/api/verifications/{problem_id}", _save)
     app.router.add_put("/api/drafts/{problem_id}", _draft)
-    if KATEX_DIR.is_dir():
-        app.router.add_static("/katex/", KATEX_DIR)
+    app.router.add_static("/katex/", KATEX_DIR)
     return app
 
 

@@ -202,6 +202,8 @@ def test_rapid_keys_keep_the_last_score(browser: Any, server: ReviewServer) -> N
 def test_markup_in_an_item_is_shown_as_text(browser: Any, server: ReviewServer) -> None:
     open_page(browser, server.url)
     keys(browser, "j")
+    assert text(browser, "problem-rendered") == "<script>alert(1)</script> a<b &amp; c"
+    keys(browser, "s")  # the source, as written
     assert text(browser, "problem") == "<script>alert(1)</script> a<b &amp; c"
     with pytest.raises(NoAlertPresentException):
         browser.switch_to.alert.text  # noqa: B018 - raises when no dialog opened
@@ -216,6 +218,63 @@ def test_the_page_loads_nothing_from_outside(browser: Any, server: ReviewServer)
     assert f"{server.url}api/items" in loaded
     assert all(name.startswith(server.url) for name in loaded)
     assert not re.search(r"https?://", PAGE)  # no CDN, no absolute URL at all
+
+
+MATH = (
+    "Inline $\\frac{1}{2}$, display $$\\frac{3}{4}$$, parenthesised \\(\\frac{5}{6}\\), bracketed "
+    "\\[\\frac{7}{8}\\] and bare \\frac{9}{10} = \\sqrt{x}."
+)
+
+
+def tex_of(driver: Any, element_id: str) -> list[str]:
+    """The TeX source KaTeX keeps in each formula's MathML annotation, in page order."""
+    found = driver.find_elements(By.CSS_SELECTOR, f"#{element_id} .katex annotation")
+    return [a.get_attribute("textContent") for a in found]
+
+
+def test_math_is_typeset_in_every_delimiter_and_bare(browser: Any, tmp_path: Path) -> None:
+    data = tmp_path / "math.jsonl"
+    row = {
+        "problem_id": "m-1",
+        "problem": MATH,
+        "answer": "$30$",
+        "solution": "So \\boxed{30}.",
+        "topic": "algebra",
+    }
+    data.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    review = ReviewServer(data)
+    try:
+        open_page(browser, review.start())
+        assert tex_of(browser, "problem-rendered") == [
+            "\\frac{1}{2}", "\\frac{3}{4}", "\\frac{5}{6}", "\\frac{7}{8}", "\\frac{9}{10}", "\\sqrt{x}"
+        ]  # fmt: skip
+        fractions = browser.find_elements(By.CSS_SELECTOR, "#problem-rendered .katex .mfrac")
+        displays = browser.find_elements(By.CSS_SELECTOR, "#problem-rendered .katex-display")
+        assert (len(fractions), len(displays)) == (5, 2)
+        assert tex_of(browser, "answer-rendered") == ["30"]
+        assert tex_of(browser, "solution-rendered") == ["\\boxed{30}"]
+        assert not browser.find_elements(By.CSS_SELECTOR, ".katex-error")
+        assert browser.save_screenshot("/tmp/review_katex_delimiters.png")
+    finally:
+        review.stop()
+
+
+def test_a_fraction_is_typeset_and_the_toggle_shows_the_source(browser: Any, server: ReviewServer) -> None:
+    open_page(browser, server.url)
+    fraction = browser.find_element(By.CSS_SELECTOR, "#problem-rendered .katex .mfrac")
+    assert fraction.is_displayed() and not browser.find_element(By.ID, "problem").is_displayed()
+    assert tex_of(browser, "problem-rendered") == ["x", "\\frac{x}{3}"]
+    browser.execute_script("return document.fonts.ready")
+    wait_for(lambda: browser.execute_script("return document.fonts.check('16px KaTeX_Main')"))
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert f"{server.url}katex/fonts/KaTeX_Main-Regular.woff2" in loaded
+    assert browser.save_screenshot("/tmp/review_katex.png")
+    keys(browser, "s")
+    assert text(browser, "problem") == "Find $x$ with \\frac{x}{3} = 10."
+    assert not fraction.is_displayed()
+    assert browser.find_element(By.ID, "raw-toggle").get_attribute("aria-pressed") == "true"
+    browser.find_element(By.ID, "raw-toggle").click()  # the button does the same
+    assert fraction.is_displayed() and not browser.find_element(By.ID, "problem").is_displayed()
 
 
 def test_a_reload_restores_the_draft(browser: Any, server: ReviewServer) -> None:

@@ -5,7 +5,9 @@ Modes, tried in order on an endpoint: `json_schema` (OpenAI strict structured ou
 `json_object` with a `schema` (llama-cpp-python's server), then `prompt` (the reply
 template plus the strict parser). A 400 to a mode is a capability answer, not a failure:
 the next mode is tried and the one that worked is kept for the rest of the process.
-In-process models take no response_format: they are judged in `prompt` mode."""
+In-process GGUF models (the embedded one too) are judged in `grammar` mode: the verdict
+schema, nonce pinned, compiled into a llama.cpp grammar (`SamplingParams.json_schema`),
+with max_tokens capped at the longest reply that schema allows."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import copy
 import dataclasses
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets
@@ -31,7 +34,12 @@ from pytest_agenteval.models import (
     SamplerError,
     SamplingParams,
 )
-from pytest_agenteval.tasks.datagen._prompts import reask_messages, response_format
+from pytest_agenteval.tasks.datagen._prompts import (
+    grammar_max_tokens,
+    grammar_schema,
+    reask_messages,
+    response_format,
+)
 from pytest_agenteval.tasks.datagen._verdict import parse_reply
 
 MODES = ("json_schema", "json_object", "prompt")
@@ -180,6 +188,12 @@ class JudgeClient:
         tokens = [0, 0]
         conversation = messages
         _CALL_NONCE.set(nonce)  # this task's own context: read by _JudgeSampler.body
+        if self.mode.get(kind) == "grammar":  # an in-process model, held to the schema
+            params = dataclasses.replace(
+                params,
+                json_schema=json.dumps(grammar_schema(kind, nonce)),
+                max_tokens=min(params.max_tokens, grammar_max_tokens(kind)),
+            )
         for ask in range(reasks + 1):
             try:
                 mode, completion = await self._negotiated(kind, conversation, params)
@@ -283,6 +297,8 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
     return JudgeClient(spec, make, None, owns=True)
 
 
-def local_judge(spec: JudgeSpec, sampler: Any) -> JudgeClient:
-    """The run's own model (embedded or GGUF) as the judge: prompt mode only."""
-    return JudgeClient(spec, lambda mode, kind, probe: sampler, "prompt", owns=False)
+def local_judge(spec: JudgeSpec, sampler: Any, grammar: bool = False) -> JudgeClient:
+    """The run's own in-process model as the judge: `grammar` mode where its sampler
+    compiles `SamplingParams.json_schema` (llama.cpp: embedded or GGUF), else prompt mode."""
+    mode = "grammar" if grammar else "prompt"
+    return JudgeClient(spec, lambda mode, kind, probe: sampler, mode, owns=False)

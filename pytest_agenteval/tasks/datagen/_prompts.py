@@ -5,6 +5,8 @@ carries no example scores to anchor on."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
 
 from pytest_agenteval.tasks.datagen._verdict import DIMENSIONS, PAIRWISE_LABELS
@@ -116,3 +118,40 @@ def response_format(mode: str, kind: str) -> dict[str, Any] | None:
     if mode == "json_object":  # llama-cpp-python's server compiles `schema` into a grammar
         return {"type": "json_object", "schema": schema(kind)}
     return None
+
+
+GRAMMAR_REASON_CHARS = 64  # per reason, in the in-process judge's grammar
+# Printable ASCII without `"` and `\\`: no control character (a raw newline in a JSON
+# string is invalid JSON) and one byte a character, so a character is at most one token.
+GRAMMAR_REASON = {"type": "string", "pattern": f"^[ !#-\\[\\]-~]{{0,{GRAMMAR_REASON_CHARS}}}$"}
+
+
+def grammar_schema(kind: str, nonce: str) -> dict[str, Any]:
+    """The verdict schema an in-process model is held to by a grammar: this call's nonce
+    pinned, every reason at most GRAMMAR_REASON_CHARS printable ASCII characters. The grammar then
+    ends the reply by itself, so the generation is bounded by the schema, not the budget."""
+    pinned = copy.deepcopy(schema(kind))
+    pinned["properties"]["nonce"] = {"type": "string", "enum": [nonce]}
+    reasons = (
+        [pinned["properties"]]
+        if kind == "pairwise"
+        else [pinned["properties"][dim]["properties"] for dim in DIMENSIONS]
+    )
+    for properties in reasons:
+        properties["reason"] = dict(GRAMMAR_REASON)
+    return pinned
+
+
+def grammar_max_tokens(kind: str) -> int:
+    """The most tokens a reply under `grammar_schema` can take: its longest JSON text
+    (each reason full, the grammar's optional space taken at every place): ASCII, so at
+    most one token a character. 501 and 136: under the datagen default of 512."""
+    reason = "x" * GRAMMAR_REASON_CHARS
+    if kind == "pointwise":
+        longest: dict[str, Any] = {"nonce": "x" * 16}
+        longest.update({dim: {"reason": reason, "score": 5} for dim in DIMENSIONS})
+    else:
+        longest = {"nonce": "x" * 16, "reason": reason, "verdict": "A>>B"}
+    text = json.dumps(longest, separators=(",", ":"))
+    punctuation = sum(text.count(mark) for mark in "{},:")
+    return len(text) + 2 * punctuation + 1  # a space either side of each mark; the end token

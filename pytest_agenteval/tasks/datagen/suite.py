@@ -138,7 +138,8 @@ class Datagen(Suite):
                     own = JudgeSpec(runtime.choice.label, runtime.choice.endpoints, runtime.choice.model_name)
                     clients.append(openai_judge(own, ctx.settings, runtime.concurrency, cache))
                 else:
-                    clients.append(local_judge(JudgeSpec(runtime.choice.label), ctx.sampler))
+                    grammar = runtime.choice.kind in ("embedded", "gguf")  # llama.cpp compiles the schema
+                    clients.append(local_judge(JudgeSpec(runtime.choice.label), ctx.sampler, grammar))
             for client in clients:
                 runtime.finalizers.append(client.aclose)
             self._judges[id(runtime)] = clients
