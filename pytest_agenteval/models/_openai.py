@@ -119,8 +119,15 @@ class OpenAISampler:
     def _ensure_session(self) -> HttpClient:
         if self._session is None:
             self._session = HttpClient()
-            self._slots = EndpointSlots(self.endpoints, self.concurrency)
+            self._slots = self.shared_slots()
         return self._session
+
+    def shared_slots(self) -> EndpointSlots:
+        """This sampler's `--concurrency` slots on each endpoint, for another sampler of the
+        same endpoints to share (a judge on the run's own endpoint)."""
+        if self._slots is None:
+            self._slots = EndpointSlots(self.endpoints, self.concurrency)
+        return self._slots
 
     def body(
         self,

@@ -354,3 +354,30 @@ def test_a_judge_endpoint_never_gets_more_than_concurrency_requests(datagen: pyt
         stats = server.stats()
     result.assert_outcomes(passed=3)
     assert stats["max_in_flight"] == 2  # pointwise and pairwise calls share the endpoint's slots
+
+
+def _solver_or_judge(body: dict) -> str:
+    content = body["messages"][-1]["content"]
+    if "Please reason step by step" in content:  # our AIME prompt: the solver
+        return "so \\boxed{42}."
+    return scripted.judge()(body)
+
+
+def test_the_run_models_judge_shares_its_slots_and_its_weights_identity(datagen: pytest.Pytester) -> None:
+    """The run's own endpoint judging: its calls share the solver's --concurrency on that
+    endpoint (they had slots of their own: 2 x C in flight), and --model-revision keys its
+    cache as the solver's (step-200 was judged from step-100's cached verdicts)."""
+    cache = f"--agenteval-cache-dir={datagen.path / 'cache'}"
+    config = ServerConfig(script=_solver_or_judge, latency_ms=150)
+    with OpenAITestServer(config) as server:
+        args = (f"--endpoint={server.url}", "--datagen-solve=2", "--concurrency=2", cache)
+        result, _ = run(datagen, *args, "--model-revision=step-100")
+        first = len(server.requests)
+        run(datagen, *args, "--model-revision=step-100")
+        again = len(server.requests) - first
+        run(datagen, *args, "--model-revision=step-200")
+        new_weights = len(server.requests) - first - again
+        stats = server.stats()
+    result.assert_outcomes(passed=3)
+    assert (again, new_weights) == (0, first)  # the same weights: all cached; new ones: nothing
+    assert stats["max_in_flight"] <= 2

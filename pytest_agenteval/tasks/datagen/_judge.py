@@ -268,13 +268,24 @@ class _JudgeSampler(OpenAISampler):
         return body
 
 
-def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -> JudgeClient:
+def openai_judge(
+    spec: JudgeSpec, settings: Any, concurrency: int, cache: Any, run_sampler: Any = None
+) -> JudgeClient:
     """A judge on an OpenAI-compatible endpoint: one sampler per (mode, kind), each the
-    plugin's OpenAISampler (retries, slots) behind the generation cache."""
+    plugin's OpenAISampler (retries, slots) behind the generation cache. `run_sampler`:
+    the run's own sampler when the judge is the run's own endpoint, whose slots it shares
+    (`--concurrency` per endpoint over both) and whose weights' identity and
+    `--model-revision` go into its cache key (step-200 is not judged by step-100's cache)."""
+    from pytest_agenteval.models import OpenAISampler
     from pytest_agenteval.models.cache import CachingSampler
 
     assert spec.endpoints
-    slots = EndpointSlots(spec.endpoints, concurrency)
+    own = getattr(run_sampler, "inner", run_sampler)
+    if isinstance(own, OpenAISampler):
+        slots, fingerprint = own.shared_slots(), own.identity.fingerprint
+        revision = settings.model_revision or ""
+    else:
+        slots, fingerprint, revision = EndpointSlots(spec.endpoints, concurrency), "", ""
 
     def make(mode: str, kind: str, probe: bool) -> Any:
         fmt = response_format(mode, kind)
@@ -291,8 +302,9 @@ def openai_judge(spec: JudgeSpec, settings: Any, concurrency: int, cache: Any) -
             retry=RetryPolicy(max_attempts=attempts, max_total_s=settings.retry_max_seconds),
             extra_body=extra,
             slots=slots,
+            fingerprint=fingerprint,
         )
-        return sampler if cache is None else CachingSampler(sampler, cache)
+        return sampler if cache is None else CachingSampler(sampler, cache, revision)
 
     return JudgeClient(spec, make, None, owns=True)
 
