@@ -381,3 +381,20 @@ def test_the_run_models_judge_shares_its_slots_and_its_weights_identity(datagen:
     result.assert_outcomes(passed=3)
     assert (again, new_weights) == (0, first)  # the same weights: all cached; new ones: nothing
     assert stats["max_in_flight"] <= 2
+
+
+def test_the_summary_records_the_sha256_of_the_generated_and_reference_sets(datagen: pytest.Pytester) -> None:
+    """As AIME records its data: the datagen summary had the paths only."""
+    import hashlib
+
+    with OpenAITestServer(ServerConfig(script=scripted.judge())) as server:
+        _, (_, (summary,)) = run(datagen, *judges(server))
+    generated, reference = datagen.path / "generated.jsonl", datagen.path / "reference.jsonl"
+    assert (summary["dataset_path"], summary["dataset_sha256"]) == (
+        str(generated.resolve()),
+        hashlib.sha256(generated.read_bytes()).hexdigest(),
+    )
+    assert summary["reference_source"] == {
+        "dataset_path": str(reference.resolve()),
+        "dataset_sha256": hashlib.sha256(reference.read_bytes()).hexdigest(),
+    }

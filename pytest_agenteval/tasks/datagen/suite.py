@@ -220,10 +220,15 @@ class Datagen(Suite):
     def describe(self, settings: Settings) -> dict[str, Any]:
         report, references = self._load(settings)
         specs = judge_specs(settings.judge_endpoints, settings.judge_models)
+        reference = settings.reference_path or DEFAULT_REFERENCE
         return {
             "dataset": settings.datagen_path,
+            # provenance as AIME records it: the file's sha256; the reference set's sha256, or
+            # its hub id with the commit it resolved to
+            **(data.describe_source(settings.datagen_path, None) if settings.datagen_path else {}),
+            "reference_source": data.describe_source(reference, None),
             "mode": "judge",
-            "reference": settings.reference_path or DEFAULT_REFERENCE,
+            "reference": reference,
             "reference_problems": len(references),
             "judges": [s.name if s.endpoints else "run-model" for s in specs],
             "opponents_per_item": settings.datagen_opponents,
