@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib.util
 import os
 import threading
@@ -14,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api import progress
 from pytest_agenteval.api.sampler import Completion, Message, ModelIdentity, SamplerError, SamplingParams
 from pytest_agenteval.datasets.tabular import file_sha256
 from pytest_agenteval.models._template import ChatTokenizer, TemplateError
@@ -176,6 +178,7 @@ class LlamaSampler:
             logits_processor=self._cancellable(llm),
         ):
             tokens.append(token)
+            progress.note_token()  # the progress line moves while a long generation runs
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 finish = "stop"
                 break
@@ -228,7 +231,9 @@ class LlamaSampler:
     async def _run(self, function: Any, *args: Any) -> Completion:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, function, *args)
+            # in a copy of the caller's context: the rollout's progress tally with it
+            context = contextvars.copy_context()
+            return await loop.run_in_executor(self._executor, context.run, function, *args)
         except (ValueError, TemplateError) as exc:  # over-long prompts, templates that fail
             raise SamplerError(f"llama.cpp refused the request: {exc}") from exc
 
