@@ -33,7 +33,7 @@ class Rollout:
     """What the system under test produced for one sample."""
 
     text: str  # final assistant text (the last turn for multi-turn rollouts)
-    stop_reason: str  # "answer", "length", "turn_budget", "call_budget", "token_budget", ...
+    stop_reason: str  # "answer" (records: "no_answer" if none found), "length", "turn_budget", ...
     finish_reason: str = "stop"
     turns: int = 1
     code_calls: int = 0
@@ -68,6 +68,12 @@ class Score:
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _stop_reason(stop_reason: str, formatted: bool) -> str:
+    """A rollout that ended on its own but whose text the scorer found no answer in
+    stopped with `no_answer`, not `answer`."""
+    return "no_answer" if stop_reason == "answer" and not formatted else stop_reason
+
+
 @dataclass(frozen=True)
 class GenerationRecord:
     sample_index: int
@@ -87,7 +93,7 @@ class GenerationRecord:
             **dict(self.score.fields),
             "code_calls": rollout.code_calls,
             "turns": rollout.turns,
-            "stop_reason": rollout.stop_reason,
+            "stop_reason": _stop_reason(rollout.stop_reason, self.score.formatted),
             "finish_reason": rollout.finish_reason,
             "prompt_tokens": rollout.prompt_tokens,
             "completion_tokens": rollout.completion_tokens,
