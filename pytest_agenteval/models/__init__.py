@@ -348,4 +348,12 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
     else:
         assert choice.path is not None
         info.update(name=choice.label, path=str(choice.path), sha256=file_fingerprint(choice.path))
-    return info
+    return {**info, "display": display_name(choice, info)}
+
+
+def display_name(choice: ModelChoice, info: Mapping[str, Any]) -> str:
+    """The model as people read it (terminal, summaries): a launched server's is the model
+    the user gave with its server (`step-200 (vllm, launched)`), not the alias it serves."""
+    if choice.served is not None and choice.served.get("display"):
+        return str(choice.served["display"])
+    return f"{info.get('name') or choice.label} ({choice.kind})"
