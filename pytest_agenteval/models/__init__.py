@@ -237,13 +237,14 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         return SdkSampler(adapter_for(choice.kind), settings, concurrency, home)
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
-        from pytest_agenteval.models._llama import LlamaSampler
+        from pytest_agenteval.models._llama import LlamaSampler, llama_log_path
 
         return LlamaSampler(
             choice.path,
             embedded=choice.kind == "embedded",
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
+            log_path=llama_log_path(settings.out),  # llama.cpp's stderr, out of test reports
         )
     if choice.kind == "replay":
         assert choice.path is not None
