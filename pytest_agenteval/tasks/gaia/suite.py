@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_agenteval.api.metrics import accuracy_intervals
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
-from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
+from pytest_agenteval.api.suite import DataError, RolloutContext, Suite, shown_answers
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.tasks.gaia._agent import default_agent, run_user_agent
 from pytest_agenteval.tasks.gaia._data import GaiaDataError, GaiaTask, GaiaUnavailable, load_gaia
@@ -203,7 +203,7 @@ class Gaia(Suite):
 
     def failure_message(self, record: ProblemRecord) -> str:
         answers = [g.score.fields.get("model_answer") for g in record.generations]
-        return f"expected {record.ground_truth!r}, answered {answers!r}"
+        return f"expected {record.ground_truth!r}, answered {shown_answers(answers)}"
 
 
 def _steps(value: Any) -> str:
