@@ -338,6 +338,37 @@ class ProgressDisplay:
             return (yield)
 
 
+class XdistStatus:
+    """xdist's status line under our scheduler, which starts at the first worker's
+    collection: xdist then showed `collecting: 1/2 workers` and left it on screen, and a
+    later worker's collection redrew the status over the row of result letters. Here the
+    first collection stands for all (the scheduler compares every later one with it and
+    fails the run on a difference), and later ones redraw nothing."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collected = False
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        trdist = getattr(dsession, "trdist", None)
+        specs = getattr(getattr(dsession, "nodemanager", None), "specs", None)
+        if trdist is None or not specs:
+            return
+        if self.collected:
+            if not getattr(trdist, "agenteval_quiet", False):
+                setstatus = trdist.setstatus
+                trdist.setstatus = lambda *args, **kwargs: setstatus(*args, **{**kwargs, "show": False})
+                trdist.agenteval_quiet = True
+            return
+        self.collected = True
+        from xdist.dsession import WorkerStatus
+
+        for spec in specs:
+            trdist.setstatus(spec, WorkerStatus.CollectionDone, tests_collected=len(ids), show=False)
+
+
 def parse_mode(mode: str) -> float | None:
     """None: auto; 0: off; else the seconds between printed lines."""
     if mode in ("auto", "off"):
@@ -358,6 +389,8 @@ def install(config: pytest.Config, runtime: Any, evaluating: bool, mode: str) ->
     """Start the progress line's part on this process: `mode` is auto, off or SECONDS."""
     every_s = parse_mode(mode)
     workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # its hook is called under xdist only
+        config.pluginmanager.register(XdistStatus(config), "agenteval-xdist-status")
     if workerinput is not None:
         if workerinput.get(WORKER_KEY):
             config.pluginmanager.register(

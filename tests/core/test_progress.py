@@ -96,6 +96,8 @@ def test_the_line_is_redrawn_in_place_while_items_run(
     dots = [line for line in final if re.fullmatch(r"(test_tiny\.py )?[.F]{4} +\[100%\]", line)]
     assert len(dots) == 1, final  # erased before pytest's own output: nothing of it left on screen
     assert not any("tok/s" in line for line in final)
+    if workers:  # xdist's status line is its final one, as without the plugin
+        assert "2 workers [4 items]" in final and not any("collecting" in line for line in final), "\n".join(final)
 
 
 @pytest.mark.parametrize("quiet", [["-q", "-q"], ["--agenteval-progress", "off"]], ids=["-q -q", "off"])
@@ -255,6 +257,8 @@ def test_long_agentic_items_show_turns_tool_calls_and_tokens_moving(run_suite, w
     assert len(unfinished) >= 2, lines
     assert unfinished == sorted(unfinished) and unfinished[0] < unfinished[-1], unfinished
     assert all(tokens > 0 for turns, _, tokens in unfinished if turns), unfinished
+    if workers:  # xdist's status, not `collecting: 1/2 workers` left behind
+        assert "2 workers [2 items]" in result.stdout.lines and "collecting" not in result.stdout.str()
 
 
 def test_an_in_process_model_counts_tokens_as_it_samples_them() -> None:
