@@ -97,7 +97,8 @@ def test_the_line_is_redrawn_in_place_while_items_run(
     assert len(dots) == 1, final  # erased before pytest's own output: nothing of it left on screen
     assert not any("tok/s" in line for line in final)
     if workers:  # xdist's status line is its final one, as without the plugin
-        assert "2 workers [4 items]" in final and not any("collecting" in line for line in final), "\n".join(final)
+        shown = "\n".join(final)
+        assert "2 workers [4 items]" in final and "collecting" not in shown, shown
 
 
 @pytest.mark.parametrize("quiet", [["-q", "-q"], ["--agenteval-progress", "off"]], ids=["-q -q", "off"])
