@@ -18,6 +18,25 @@ class FatalRequestError(SamplerError):
     """The server refused the request itself (400/401/403/404): retrying cannot help."""
 
 
+class ContextOverflowError(SamplerError):
+    """The prompt (with the room asked for the reply, where the backend counts it) does not
+    fit the model's context window. Every sampler raises this type for it, never a message
+    to match: an agentic task ends the conversation there and scores it (BFCL's
+    `inference_error`), where any other error is the item's. Not fatal: the next prompt,
+    shorter, may fit. `prompt_tokens`/`context`: the backend's numbers, None where not said."""
+
+    def __init__(self, prompt_tokens: int | None, context: int | None, detail: str = "") -> None:
+        self.prompt_tokens = prompt_tokens
+        self.context = context
+        self.detail = detail
+        size = f" is {prompt_tokens} tokens," if prompt_tokens is not None else ""
+        if prompt_tokens is not None and context is not None and prompt_tokens < context:
+            size += " with the room asked for the reply"  # the server adds max_tokens
+        window = f"the context of {context} tokens" if context is not None else "the model's context"
+        message = f"context overflow: the prompt{size} over {window}"
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Sampling parameters of one request, exactly as they are sent."""

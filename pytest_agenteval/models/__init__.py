@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_agenteval.api.sampler import (
     Completion,
+    ContextOverflowError,
     FatalRequestError,
     Message,
     ModelIdentity,
@@ -39,6 +40,7 @@ from pytest_agenteval.models._slots import EndpointSlots, PrioritySlots
 
 __all__ = [
     "Completion",
+    "ContextOverflowError",
     "EndpointSlots",
     "FatalRequestError",
     "LlamaSampler",

@@ -18,10 +18,12 @@ from typing import Any
 # Fields that change with every request, not with the weights (vLLM's `created` is the
 # time of the request, its `permission` ids are fresh each time).
 VOLATILE = frozenset({"object", "created", "permission"})
-# Fields every server reports whatever weights it serves: they tell two checkpoints apart
-# only by accident. Anything else (vLLM's and SGLang's `root`, the weights path; `parent`;
-# llama.cpp's `meta` with the parameter count and file size) names the weights.
-GENERIC = frozenset({"id", "owned_by", "max_model_len"})
+# Fields that do not tell two checkpoints of one training run apart: the name, the owner,
+# the context, and llama.cpp's `meta` (parameter count, vocabulary, embedding width, file
+# size: the same for step-100 and step-200). They stay in the key (they differ between
+# models), but only the rest (vLLM's and SGLang's `root`, the weights path; `parent`)
+# counts as naming the weights.
+GENERIC = frozenset({"id", "owned_by", "max_model_len", "meta"})
 
 Reported = Sequence[Mapping[str, Any] | None]  # one entry per endpoint, None: not listed
 

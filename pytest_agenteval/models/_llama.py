@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api import progress
-from pytest_agenteval.api.sampler import Completion, Message, ModelIdentity, SamplerError, SamplingParams
+from pytest_agenteval.api.sampler import (
+    Completion,
+    ContextOverflowError,
+    Message,
+    ModelIdentity,
+    SamplerError,
+    SamplingParams,
+)
 from pytest_agenteval.datasets.tabular import file_sha256
 from pytest_agenteval.models._template import ChatTokenizer, TemplateError
 
@@ -202,7 +209,7 @@ class LlamaSampler:
         llama_cpp = _require_llama_cpp()
         room = self.n_ctx - len(prompt)
         if room <= 0:
-            raise ValueError(f"the prompt is {len(prompt)} tokens, over the context of {self.n_ctx}")
+            raise ContextOverflowError(len(prompt), self.n_ctx, "llama.cpp in-process, --n-ctx")
         start = time.perf_counter()
         llm.set_seed(params.seed)
         tokens: list[int] = []

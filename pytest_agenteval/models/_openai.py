@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_agenteval.api.sampler import (
     Completion,
+    ContextOverflowError,
     FatalRequestError,
     Message,
     ModelIdentity,
@@ -29,6 +30,7 @@ from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokeniz
 from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
 from pytest_agenteval.models._keys import api_key_from_env
+from pytest_agenteval.models._overflow import context_overflow
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from pytest_agenteval.models._slots import EndpointSlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
@@ -229,7 +231,7 @@ class OpenAISampler:
                 except _Retryable as exc:
                     failure = exc
                     self._note_failure(endpoint, exc.cause)
-                except FatalRequestError:
+                except (FatalRequestError, ContextOverflowError):
                     self.health.succeeded(endpoint)  # it answered: alive
                     raise
                 finally:
@@ -354,6 +356,10 @@ class OpenAISampler:
             raise _Retryable("truncated") from exc
         except (ConnectionError, OSError) as exc:  # HttpError is one
             raise _Retryable("connection") from exc
+        overflow = context_overflow(status, raw, url)
+        if overflow is not None:  # the prompt outgrew the context: a typed error, never retried
+            self._counts["context_overflow"] += 1
+            raise overflow
         if streaming and status in (400, 422) and "stream" in _error_message(raw).lower():
             self._no_stream.add(endpoint)  # refuses SSE: from now on, deadlines instead
             self._counts["stream_refused"] += 1

@@ -32,6 +32,7 @@ from pytest_agenteval.api.sampler import (
     request_priority,
 )
 from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
+from pytest_agenteval.models._overflow import context_overflow
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import StartupError, checkpoint_of
 from pytest_agenteval.models._slots import PrioritySlots
@@ -223,6 +224,13 @@ class SdkSampler:
     def _failure(self, exc: BaseException) -> SamplerError:
         message = self.adapter.describe(exc)
         self._counts[f"failed_{type(exc).__name__}"] += 1
+        status = int(getattr(exc, "status_code", 0) or 0)
+        body = getattr(exc, "body", None)  # the SDKs' API errors keep the reply's parsed JSON
+        said = body if isinstance(body, (Mapping, str)) else message
+        overflow = context_overflow(status, said, self.adapter.scheme)
+        if overflow is not None:  # the server's refusal of a prompt over the context: typed
+            self._counts["context_overflow"] += 1
+            return overflow
         if self.adapter.is_fatal(exc):
             return FatalRequestError(f"{self.adapter.scheme}: {message}")
         return SamplerError(f"{self.adapter.scheme}: {message}")

@@ -100,21 +100,39 @@ class EndpointSlots:
         self._dispatch()
 
     def _dispatch(self) -> None:
+        """Grant waiters in priority order. A waiter that fits nowhere (it avoids the only
+        endpoint with a free slot: a retry after that endpoint failed it) keeps its place,
+        and the next waiter that fits takes the slot instead of idling behind it."""
         while self._waiters:
-            _, _, future, choose = self._waiters[0]
-            if future.done():  # cancelled while waiting
-                heapq.heappop(self._waiters)
-                continue
+            if self._grant(0):
+                continue  # the first in line (the common case: a heap pop)
+            if all(used >= self.capacity for used in self.in_use.values()):
+                return  # every endpoint is at capacity: the next release
+            behind = sorted(range(1, len(self._waiters)), key=lambda i: self._waiters[i][:2])
+            if not any(self._grant(i) for i in behind):
+                return  # none fits: the next release
+
+    def _grant(self, index: int) -> bool:
+        """Settle the waiter at `index` of the heap if it can be (a slot, a wait outside the
+        rotation, its own error; cancelled: dropped). False when every endpoint it may use
+        is at capacity."""
+        _, _, future, choose = self._waiters[index]
+        if not future.done():
             full = frozenset(url for url, used in self.in_use.items() if used >= self.capacity)
             try:
                 endpoint, wait = choose(self.in_use, full)
             except Exception as exc:  # noqa: BLE001 - the waiter's own error (every server died)
-                heapq.heappop(self._waiters)
                 future.set_exception(exc)
-                continue
-            if endpoint is None and wait is None:
-                return  # every endpoint it may use is at capacity: the next release
+            else:
+                if endpoint is None and wait is None:
+                    return False
+                if endpoint is not None:
+                    self.in_use[endpoint] += 1
+                future.set_result((endpoint, wait or 0.0))
+        if index == 0:
             heapq.heappop(self._waiters)
-            if endpoint is not None:
-                self.in_use[endpoint] += 1
-            future.set_result((endpoint, wait or 0.0))
+        else:
+            self._waiters[index] = self._waiters[-1]
+            self._waiters.pop()
+            heapq.heapify(self._waiters)
+        return True

@@ -26,7 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import Completion, Message, SamplerError, SamplingParams
+from pytest_agenteval.api.sampler import (
+    Completion,
+    ContextOverflowError,
+    Message,
+    SamplerError,
+    SamplingParams,
+)
 from pytest_agenteval.models._checkpoint import (
     chat_tokenizer_for,
     describe_identity,
@@ -136,7 +142,7 @@ class TransformersSampler:
         model = load_model(self.path, self.base, self.n_threads)
         room = self.n_ctx - len(prompt)
         if room <= 0:
-            raise ValueError(f"the prompt is {len(prompt)} tokens, over the context of {self.n_ctx}")
+            raise ContextOverflowError(len(prompt), self.n_ctx, "transformers, --n-ctx")
         budget = min(max(p.max_tokens for p in rows), room)
         config = GenerationConfig(
             do_sample=False,  # the row sampler draws; generate() takes its one finite token

@@ -57,7 +57,8 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
         if curve:
             rows.append(("pass@k", "  ".join(f"k={k} {v:.3f}" for k, v in curve.items())))
     rows += list(extra_rows)
-    without = [k[len("sandbox_without_") :] for k in summary.get("backend") or {} if k.startswith("sandbox_")]
+    prefix = "sandbox_without_"
+    without = [k[len(prefix) :] for k in summary.get("backend") or {} if k.startswith(prefix)]
     if without:  # --sandbox-level auto took less than its strongest set: say so, not only in the JSON
         rows.append(("sandbox level", f"auto, without {', '.join(without)}: unavailable (docs/sandbox.md)"))
     tokens = summary.get("tokens") or {}

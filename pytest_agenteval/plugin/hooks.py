@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
             checks.check_sandbox_level(settings)
             choice = _start_servers(config, settings, choice)
         checks.check_native_style(settings, choice)
+        hosts.check_concurrency(config, settings.concurrency, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if evaluating:  # the controller's modules: a worker never imports them (start-up time)
@@ -313,6 +314,8 @@ class Unsolved(pytest.fail.Exception):
     """The failure of `Evaluation.check`: the item's generations were scored and none is
     correct. It reads as pytest's own `Failed`; the report says it is an unsolved item."""
 
+    # Named as pytest's own Failed so that the line the terminal and JUnit show
+    # (`Failed: 0/4 correct; ...`) stays what it was; the type tells the controller apart.
     __module__ = "builtins"
     __qualname__ = "Failed"
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 from pytest_agenteval.config.options import Settings
 
 # Options naming files or folders a worker reads (the controller alone writes results).
@@ -63,6 +65,48 @@ def placement(specs: Sequence[Any], spec: Any) -> tuple[int, int]:
 def share(total: int, index: int, count: int) -> int:
     """Worker `index` of `count`'s part of `total` (at least 1; the remainder to the first)."""
     return max(1, total // count + (1 if index < total % count else 0))
+
+
+def check_concurrency(config: pytest.Config, concurrency: int, choice: Any) -> None:
+    """--concurrency holds per endpoint only while every xdist worker can have a slot of
+    it: a usage error at start-up otherwise (the controller, before any request)."""
+    if choice.kind != "openai" or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if not config.getoption("tx", None) or config.getoption("dist", "no") == "no":
+        return
+    from xdist.workermanage import parse_tx_spec_config
+
+    workers = workers_per_endpoint(parse_tx_spec_config(config), host_local(choice.endpoints))
+    error = concurrency_error(concurrency, workers)
+    if error:
+        raise pytest.UsageError(error)
+
+
+def workers_per_endpoint(tx: Sequence[str], per_host: bool) -> int:
+    """How many xdist workers share one endpoint's `--concurrency`: every worker, or
+    (per_host: a replica on each worker's own machine) the most on any one host. `tx` is
+    xdist's expanded list of worker specs (`-n 3` is three `popen`)."""
+    import execnet  # xdist's own dependency: only where workers are asked for
+
+    specs = [execnet.XSpec(spec) for spec in tx]
+    if not per_host:
+        return len(specs)
+    by_host: dict[str, int] = {}
+    for spec in specs:
+        by_host[host_of(spec)] = by_host.get(host_of(spec), 0) + 1
+    return max(by_host.values(), default=0)
+
+
+def concurrency_error(concurrency: int, workers: int) -> str | None:
+    """One line when `--concurrency` cannot hold: each worker keeps at least one request in
+    flight, so W workers on one endpoint exceed a C below W."""
+    if workers <= concurrency:
+        return None
+    return (
+        f"--concurrency {concurrency} is below the {workers} xdist workers that share each endpoint: "
+        f"each worker sends at least one request at a time, so an endpoint would get {workers}; "
+        f"pass --concurrency {workers} or more, or fewer workers (-n {concurrency})"
+    )
 
 
 def host_local(endpoints: Sequence[str]) -> bool:

@@ -65,13 +65,23 @@ def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
     the ones missing are errors, the tokens generated (not cached) are added."""
     generations = record.get("generations") or ()
     n = int(record.get("val_n", len(generations)))
-    tokens = sum(int(g.get("completion_tokens") or 0) for g in generations if not g.get("cached"))
+    tokens = sum(_completion_tokens(g) for g in generations if not g.get("cached"))
     counts["done"] = counts.get("done", 0) + len(generations)
     counts["errors"] = counts.get("errors", 0) + n - len(generations)
     for key in ("tokens", "finished_tokens"):
         counts[key] = counts.get(key, 0) + tokens
     for key, field in (("turns", "turns"), ("tool_calls", "code_calls")):
         counts[key] = counts.get(key, 0) + sum(int(g.get(field) or 0) for g in generations)
+
+
+def _completion_tokens(generation: dict[str, Any]) -> int:
+    """A results line's generation, counted as `api.records.counted_tokens` counts a
+    rollout: one of several samples of one request (null tokens) counts its request's
+    usage once, on the first sample."""
+    usage = generation.get("request_usage")
+    if isinstance(usage, dict):
+        return int(usage.get("completion_tokens") or 0)
+    return int(generation.get("completion_tokens") or 0)
 
 
 def _duration(seconds: float) -> str:

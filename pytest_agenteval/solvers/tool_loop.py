@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agenteval.api import progress
 from pytest_agenteval.api.records import Rollout
-from pytest_agenteval.models import Completion
+from pytest_agenteval.models import Completion, ContextOverflowError
 
 if TYPE_CHECKING:
     from pytest_agenteval.api.suite import RolloutContext
@@ -139,6 +139,7 @@ class Trajectory:
     all_cached: bool = True
     final_text: str = ""
     finish_reason: str = "stop"
+    overflow: str = ""  # the backend's ContextOverflowError, when that ended the trajectory
 
     def count_turn(self, completion: Completion) -> None:
         """One more model turn: its tokens, requests and cache state."""
@@ -150,6 +151,11 @@ class Trajectory:
         self.attempts += completion.attempts
         self.retries += max(0, completion.attempts - 1)
         self.all_cached = self.all_cached and completion.cached
+
+
+# The stop reason of a trajectory whose next prompt the backend refused as longer than the
+# model's context (ContextOverflowError): it ends there and is scored, not an error.
+CONTEXT_EXCEEDED = "context_exceeded"
 
 
 class SandboxFailure(RuntimeError):
@@ -211,7 +217,11 @@ def finished_rollout(
         retries=state.retries,
         cached=state.all_cached and state.turns > 0,
         transcript=tuple(state.transcript),
-        extra={**tool_stats(state.transcript), **(extra or {})},
+        extra={
+            **tool_stats(state.transcript),
+            **({"context_overflow": state.overflow} if state.overflow else {}),
+            **(extra or {}),
+        },
     )
 
 
@@ -227,9 +237,13 @@ async def _run_turns(
         params = ctx.params(
             max_tokens=min(budget.max_turn_tokens, room), seed=turn_seed(ctx.seed, state.turns)
         )
-        completion = await ctx.sampler.complete(
-            state.messages, params, tools=[TOOL_SCHEMA] if native else None
-        )
+        try:
+            completion = await ctx.sampler.complete(
+                state.messages, params, tools=[TOOL_SCHEMA] if native else None
+            )
+        except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
+            state.overflow = str(exc)
+            return CONTEXT_EXCEEDED
         _account(state, completion)
         action = (
             parse_native_action(completion, answer_marker)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 from pytest_agenteval.api.suite import Suite
 
@@ -118,7 +121,7 @@ def _from_file(path: Path) -> Suite | None:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        module = importlib.import_module(name)
+        module = _import_as_pytest_does(path, name)
     except BaseException as exc:  # pytest.skip at module level, sys.exit: BaseExceptions too
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -126,13 +129,38 @@ def _from_file(path: Path) -> Suite | None:
             f"{path}: importing the suite module on the xdist controller, for its summary, raised "
             f"{type(exc).__name__}: {_first_line(exc)}; it must import there as in the workers"
         ) from exc
-    found = getattr(module, "__file__", None)
-    if found is None or Path(found).resolve() != path.resolve():
-        raise SuiteImportError(
-            f"{path}: its module name {name!r} is already the module {found}; rename the suite file"
-        )
     suite = getattr(module, "agenteval_suite", None)
     return suite if isinstance(suite, Suite) else None
+
+
+def _import_as_pytest_does(path: Path, name: str) -> Any:
+    """The module under its dotted name (prepend mode); where that name is already another
+    file's (two suites named test_eval.py under --import-mode=importlib), the file under a
+    name of its own, as importlib mode loads it."""
+    taken = sys.modules.get(name)
+    if taken is None or _is_file(taken, path):
+        module = importlib.import_module(name)
+        if _is_file(module, path):
+            return module
+    unique = f"agenteval_suite_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
+    if unique in sys.modules:
+        return sys.modules[unique]
+    spec = importlib.util.spec_from_file_location(unique, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[unique] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[unique]
+        raise
+    return module
+
+
+def _is_file(module: Any, path: Path) -> bool:
+    found = getattr(module, "__file__", None)
+    return found is not None and Path(found).resolve() == path.resolve()
 
 
 def _import_root(path: Path) -> tuple[Path, str]:

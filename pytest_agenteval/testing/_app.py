@@ -15,6 +15,7 @@ from aiohttp import web
 
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import FaultInjector, unit_draw
+from pytest_agenteval.testing._overflow import request_overflow
 from pytest_agenteval.testing._render import estimate_prompt_tokens, render_choice, tool_names
 from pytest_agenteval.testing._responders import last_user_text, normalize_replies
 from pytest_agenteval.testing._sse import sse_events, wants_stream
@@ -377,6 +378,11 @@ class ServerCore:
         if kind is not None and allowed is not None and kind not in allowed:
             problem = f"response_format type {kind!r} is not supported"
             return openai_error(400, problem, "invalid_request_error")
+        refusal = request_overflow(
+            self.config.context_style, self.config.context_tokens, body, estimate_prompt_tokens(body)
+        )
+        if refusal is not None:  # over the context: the 400 the configured server sends
+            return web.json_response(refusal, status=400)
         if wants_stream(body) and not self.config.support_stream:
             return openai_error(400, "stream is not supported by this server", "invalid_request_error")
         model = body.get("model")

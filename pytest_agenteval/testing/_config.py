@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_agenteval.testing._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
+from pytest_agenteval.testing._overflow import CONTEXT_STYLES
 from pytest_agenteval.testing._responders import (
     DEFAULT_ANSWER,
     AnswerMapResponder,
@@ -45,6 +46,10 @@ class ServerConfig:
     # None: accept any ``response_format``; else a 400 for a type not listed (as servers
     # without structured output answer), e.g. ("json_object",) or () for none at all
     response_formats: tuple[str, ...] | None = None
+    # set: a prompt over this many tokens (the 4-characters-a-token estimate) gets the 400
+    # that `context_style` sends ("llama-server", "vllm", "sglang", "openai"; _overflow.py)
+    context_tokens: int | None = None
+    context_style: str = "llama-server"
 
     latency_ms: float = 0.0  # per request (not per choice)
     jitter_ms: float = 0.0  # uniform +-jitter, deterministic per (key, attempt)
@@ -78,6 +83,8 @@ class ServerConfig:
         if self.stall_then not in ("close", "respond"):
             raise ValueError(f"stall_then must be 'close' or 'respond': {self.stall_then!r}")
         validate_fault_mix(self.fault_kinds)
+        if self.context_style not in CONTEXT_STYLES:
+            raise ValueError(f"context_style must be one of {CONTEXT_STYLES}: {self.context_style!r}")
         validate_fault_mix({self.fail_first_k_kind: 1.0})
 
     def responder(self) -> Responder:

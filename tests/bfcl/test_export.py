@@ -80,3 +80,25 @@ def test_the_official_loader_reads_the_files_back(tmp_path):
         )
         assert [e["id"] for e in loaded] == [json.loads(line)["id"] for line in _lines(path)]
         assert path.parent.name == utils.get_directory_structure_by_id(loaded[0]["id"])
+
+
+def test_a_run_with_no_scored_item_exports_nothing_and_records_no_command(tmp_path):
+    """Every item errored: no file, and no `bfcl evaluate` with an empty --test-category."""
+    from pytest_agenteval.api.records import ProblemRecord
+    from pytest_agenteval.config.settings import Settings
+    from pytest_agenteval.tasks.bfcl.suite import Bfcl
+
+    errored = ProblemRecord(
+        suite="bfcl",
+        problem_id="multi_turn_base_0",
+        index=0,
+        problem="",
+        ground_truth=None,
+        val_n=1,
+        generations=(),
+        error="sample 0: SamplerError: the endpoint is down",
+        extra={"category": "multi_turn_base"},
+    )
+    settings = Settings(bfcl_export_dir=str(tmp_path / "export"))
+    assert Bfcl().after_run([errored], settings) == {"exported": [], "bfcl_evaluate": None}
+    assert not (tmp_path / "export").exists()

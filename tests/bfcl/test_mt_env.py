@@ -8,8 +8,17 @@ import pytest
 from pytest_agenteval.tasks.bfcl._decode import DecodeError
 from pytest_agenteval.tasks.bfcl._mt_decode import calls_from_text, calls_from_tool_calls, nested_value
 from pytest_agenteval.tasks.bfcl._mt_env import Environment, format_result, missing_requirements
+from tests._oracle import require_oracle
 
-pytestmark = pytest.mark.skipif(bool(missing_requirements()), reason="bfcl-eval environments missing")
+
+@pytest.fixture(scope="module", autouse=True)
+def _bfcl_eval_environments() -> None:
+    if missing_requirements():
+        require_oracle(
+            f"bfcl-eval's environments are not installed: pip install {' '.join(missing_requirements())}"
+        )
+
+
 FILES = {"root": {"home": {"type": "directory", "contents": {"a.txt": {"type": "file", "content": "hi"}}}}}
 
 

@@ -5,22 +5,38 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
-from pytest_agenteval.models import OpenAISampler, SamplingParams
+from pytest_agenteval.models import FatalRequestError, OpenAISampler, SamplingParams
 from pytest_agenteval.tasks.bfcl._data import find_data_dir
 from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
-from pytest_agenteval.tasks.bfcl._mt_rollout import ADDED_FUNCTIONS_FC, MAXIMUM_STEP_LIMIT, play_multi_turn
+from pytest_agenteval.tasks.bfcl._mt_rollout import (
+    ADDED_FUNCTIONS_FC,
+    MAXIMUM_STEP_LIMIT,
+    play_multi_turn,
+    stored_result,
+)
 from pytest_agenteval.tasks.bfcl._mt_score import score_multi_turn
-from pytest_agenteval.testing import OpenAITestServer, Reply, ServerConfig
+from pytest_agenteval.tasks.bfcl._prompt import prompt_messages
+from pytest_agenteval.testing import OpenAITestServer, Reply, ServerConfig, estimate_tokens
+from pytest_agenteval.testing._overflow import CONTEXT_STYLES
+from pytest_agenteval.testing._render import estimate_prompt_tokens
+from tests._oracle import require_oracle
 
 from .mt_script import DONE, GroundTruthModel
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_requirements()), reason=f"pip install {' '.join(missing_requirements())}"
-)
+
+@pytest.fixture(scope="module", autouse=True)
+def _bfcl_eval_environments() -> None:
+    if missing_requirements():
+        require_oracle(
+            f"bfcl-eval's environments are not installed: pip install {' '.join(missing_requirements())}"
+        )
+
+
 PARAMS = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=256, seed=1)
 
 
@@ -124,42 +140,61 @@ def test_prompting_holds_out_functions_in_the_text() -> None:
     assert json.dumps(rollout.extra)  # the record is JSON
 
 
-class _OverflowingModel:
-    """A fake for the one fault the test server cannot cause: llama.cpp refusing a prompt
-    longer than its context (the server answers 400 only for malformed requests)."""
-
-    identity = None
-    native_tools = False
-
-    def __init__(self, error: str) -> None:
-        self.error, self.calls = error, 0
-
-    async def complete(self, messages, params, tools=None):
-        from pytest_agenteval.models import Completion, SamplerError
-
-        self.calls += 1
-        if self.calls > 1:
-            raise SamplerError(self.error)
-        return Completion(text="[pwd()]", finish_reason="stop")
+def _first_prompt_tokens(entry) -> int:
+    """The test server's estimate of the entry's first request (prompting style)."""
+    return estimate_prompt_tokens({"messages": prompt_messages(entry)})
 
 
-def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error() -> None:
+@pytest.mark.parametrize("style", CONTEXT_STYLES)
+def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error(style: str) -> None:
+    """The server fits the first request and refuses the second (the first one's results
+    added) as that server does; the rollout ends there with what it spent."""
     from pytest_agenteval.tasks.bfcl._executable import score as score_executable
 
     entry = _entry("multi_turn_base", 0)
-    model = _OverflowingModel(
-        "llama.cpp refused the request: Requested tokens (8300) exceed context window of 8192"
+    first = _first_prompt_tokens(entry)
+    context = first + (PARAMS.max_tokens if style == "vllm" else 0) + 1  # vLLM counts max_tokens in
+    config = ServerConfig(script=GroundTruthModel([entry]), context_tokens=context, context_style=style)
+    with OpenAITestServer(config) as server:
+        sampler = OpenAISampler([server.url], "mock-model")
+
+        async def go():
+            try:
+                return await play_multi_turn(entry, sampler, PARAMS, False)
+            finally:
+                await sampler.aclose()
+
+        rollout = asyncio.run(go())
+        outcomes, url = [r["outcome"] for r in server.requests], server.url
+    assert outcomes == ["ok", "400"]  # refused once, never retried
+    assert rollout.stop_reason == "context_exceeded"
+    (turn,) = rollout.extra["mt_turns"]
+    assert len(turn) == 1 and turn[0]["calls"][0] == "cd(folder='document')"
+    # what the answered request spent is the rollout's: nothing is lost with the refusal
+    assert (rollout.turns, rollout.attempts, rollout.prompt_tokens) == (1, 1, first)
+    assert rollout.completion_tokens == estimate_tokens(turn[0]["response"])
+    error = rollout.extra["inference_error"]
+    said = re.fullmatch(
+        rf"context overflow: the prompt is (\d+) tokens,(.*) over the context of {context} tokens \((.*)\)",
+        error,
     )
-    rollout = asyncio.run(play_multi_turn(entry, model, PARAMS, False))
-    assert rollout.stop_reason == "context_exceeded" and len(rollout.extra["mt_turns"]) == 1
-    assert rollout.extra["inference_error"].endswith("exceed context window of 8192")
+    assert said is not None and said[3] == f"{url}/chat/completions"
+    assert said[2] == (" with the room asked for the reply" if style == "vllm" else "")
     fields = score_executable(entry, rollout, False).fields
     assert (fields["valid"], fields["error_type"]) == (False, "multi_turn:inference_error")
+    assert stored_result(rollout.extra["mt_turns"], error) == f"Error during inference: {error}"
 
 
 def test_other_sampler_errors_stay_errors_of_the_item() -> None:
-    from pytest_agenteval.models import SamplerError
-
     entry = _entry("multi_turn_base", 0)
-    with pytest.raises(SamplerError, match="HTTP 503"):
-        asyncio.run(play_multi_turn(entry, _OverflowingModel("http://x: HTTP 503: busy"), PARAMS, False))
+    with OpenAITestServer(ServerConfig(script=GroundTruthModel([entry]), strict_model=True)) as server:
+        sampler = OpenAISampler([server.url], "another-model")
+
+        async def go():
+            try:
+                return await play_multi_turn(entry, sampler, PARAMS, False)
+            finally:
+                await sampler.aclose()
+
+        with pytest.raises(FatalRequestError, match="HTTP 404"):
+            asyncio.run(go())

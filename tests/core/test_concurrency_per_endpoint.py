@@ -153,3 +153,72 @@ def test_a_pick_skips_full_endpoints_and_the_one_that_just_failed(
     avoid: str | None, full: frozenset[str], expected: tuple[str | None, float | None]
 ) -> None:
     assert EndpointHealth(["a", "b"]).pick({"a": 0, "b": 0}, avoid, full) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("--concurrency=1", "-n", "3"),
+            "ERROR: --concurrency 1 is below the 3 xdist workers that share each endpoint: each worker "
+            "sends at least one request at a time, so an endpoint would get 3; pass --concurrency 3 "
+            "or more, or fewer workers (-n 1)",
+        ),
+        (("--concurrency=2", "-n", "2"), None),  # one slot each: C holds
+    ],
+    ids=["fewer-slots-than-workers", "one-slot-each"],
+)
+def test_fewer_slots_than_workers_is_a_start_up_error(
+    run_suite, args: tuple[str, ...], line: str | None
+) -> None:
+    """Each worker keeps a request in flight, so C below W cannot hold per endpoint: before,
+    every worker got max(1, C // W) and one endpoint had W requests at once."""
+    with OpenAITestServer(latency_ms=50) as server:
+        result, _ = run_suite(f"--endpoint={server.url}", "--val-n=2", *args)
+        served = server.stats()
+    if line is None:
+        # it ran (the test server's default answer solves nothing: exit 1, not 4)
+        assert (result.ret, served["outcomes"]["ok"]) == (1, 8) and served["max_in_flight"] <= 2
+    else:
+        assert (result.ret, [x for x in result.errlines if x.startswith("ERROR")]) == (4, [line])
+        assert served["outcomes"].get("ok", 0) == 0  # refused before the first request
+
+
+@pytest.mark.parametrize(
+    ("tx", "per_host", "workers"),
+    [
+        (["popen"] * 3, False, 3),
+        (["popen"] * 3, True, 3),
+        (["socket=10.0.0.1:8888", "socket=10.0.0.1:8888", "socket=10.0.0.2:8888"], True, 2),
+        (["socket=10.0.0.1:8888", "socket=10.0.0.1:8888", "socket=10.0.0.2:8888"], False, 3),
+        (["ssh=me@h1//python=python3", "popen"], True, 1),
+    ],
+)
+def test_workers_sharing_one_endpoint(tx: list[str], per_host: bool, workers: int) -> None:
+    from pytest_agenteval.plugin.hosts import workers_per_endpoint
+
+    assert workers_per_endpoint(tx, per_host) == workers
+
+
+def test_a_waiter_that_fits_nowhere_does_not_hold_up_the_ones_behind_it() -> None:
+    """The first in line is a retry that avoids "a" (it just failed there) while "b" is busy:
+    the waiter behind it takes "a"'s free slot (before, it idled until "b" freed up)."""
+
+    def avoiding(url: str) -> Any:
+        def choose(in_use: Any, full: frozenset[str]) -> tuple[str | None, float | None]:
+            return least_loaded(in_use, full | {url})
+
+        return choose
+
+    async def run() -> list[Any]:
+        slots = EndpointSlots(["a", "b"], 1)
+        assert await slots.acquire((0, 0), avoiding("a")) == ("b", 0.0)
+        retry = asyncio.create_task(slots.acquire((0, 1), avoiding("a")))
+        behind = asyncio.create_task(slots.acquire((0, 2), least_loaded))
+        await asyncio.sleep(0)
+        granted = [behind.done() and behind.result(), retry.done()]
+        slots.release("b")
+        await asyncio.sleep(0)
+        return [*granted, await retry, dict(slots.in_use)]
+
+    assert asyncio.run(run()) == [("a", 0.0), False, ("b", 0.0), {"a": 1, "b": 1}]

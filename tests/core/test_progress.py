@@ -86,7 +86,10 @@ def run_in_terminal(
 def test_the_line_is_redrawn_in_place_while_items_run(
     aime_suite: pytest.Pytester, tiny_aime: Path, slow_server: OpenAITestServer, workers: list[str]
 ) -> None:
-    raw = run_in_terminal(aime_suite, tiny_aime, slow_server.url, *workers)
+    # --concurrency 2: one request per worker (below the workers is a start-up error)
+    raw = run_in_terminal(
+        aime_suite, tiny_aime, slow_server.url, *workers, *(["--concurrency=2"] * bool(workers))
+    )
     drawn = [(int(m[1]), int(m[2])) for m in LINE.finditer(raw)]
     done = sorted({d for d, _ in drawn})
     assert any(0 < d < 16 for d in done), done  # seen mid-run, summed over the workers
@@ -286,3 +289,26 @@ def test_an_in_process_model_counts_tokens_as_it_samples_them() -> None:
     finally:
         asyncio.run(sampler.aclose())
     assert (tally.streaming, completion.completion_tokens) == (12, 12)
+
+
+def test_samples_of_one_request_count_its_usage_once_from_a_remote_record() -> None:
+    counts: dict[str, int] = {}
+    usage = {"prompt_tokens": 9, "completion_tokens": 30}
+    add_record(
+        counts,
+        {
+            "val_n": 2,
+            "generations": [
+                {"completion_tokens": None, "request_usage": usage},
+                {"completion_tokens": None, "request_usage": {}},
+            ],
+        },
+    )
+    assert counts == {  # int(None) raised INTERNALERROR
+        "done": 2,
+        "errors": 0,
+        "tokens": 30,
+        "finished_tokens": 30,
+        "turns": 0,
+        "tool_calls": 0,
+    }

@@ -323,7 +323,7 @@ def test_the_paired_comparison_matches_scipy() -> None:
 
 # --- Krippendorff's alpha against the `krippendorff` package --------------------------------
 # The published tables are in tests/datagen/test_panel.py; here random tables with missing
-# values against the PyPI package (GPL: in the dev extra as a test oracle only; the package
+# values against the PyPI package (GPL: the test-oracles extra, README command 2; the package
 # never imports it).
 
 
@@ -332,7 +332,7 @@ def test_krippendorff_alpha_matches_the_krippendorff_package(level: str) -> None
     try:
         import krippendorff as oracle
     except ImportError:
-        require_oracle("the krippendorff package is the dev extra's oracle: pip install -e '.[dev]'")
+        require_oracle("the krippendorff package is the oracle: pip install -e '.[test-oracles]'")
     rng = np.random.default_rng(21)
     for _ in range(50):
         coders, units = int(rng.integers(2, 6)), int(rng.integers(3, 25))

@@ -89,3 +89,19 @@ def test_a_helper_module_beside_the_suite_imports_on_the_controller(
     assert result.ret == pytest.ExitCode.OK
     _, (summary,) = read_results(pytester.path / "results.jsonl")
     assert (summary["suite"], summary["extra"], summary["average_at_n"]) == ("mymath", 7, 1.0)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_two_suite_files_of_one_name_under_importlib_mode_keep_their_summaries(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """--import-mode=importlib lets two folders hold a test_eval.py; the controller loads the
+    second under a name of its own, as pytest does (it was 'its module name is already ...')."""
+    for folder, suite, extra in (("a", "mya", 1), ("b", "myb", 2)):
+        path = pytester.mkdir(folder) / "test_eval.py"
+        text = SUITE.format(prelude=f"EXTRA = {extra}\n").replace('"mymath"', f'"{suite}"')
+        path.write_text(text, encoding="utf-8")
+    result = _run(pytester, monkeypatch, "-n", workers, "--import-mode=importlib", "a", "b")
+    assert not [line for line in result.outlines if line.startswith("ERROR")], result.outlines[-15:]
+    _, summaries = read_results(pytester.path / "results.jsonl")
+    assert sorted((s["suite"], s["extra"]) for s in summaries) == [("mya", 1), ("myb", 2)]

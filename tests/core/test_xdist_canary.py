@@ -15,6 +15,7 @@ import execnet
 import pytest
 import xdist
 import xdist.remote
+import xdist.workermanage
 from xdist.dsession import DSession
 from xdist.remote import WorkerInteractor
 from xdist.scheduler import WorkStealingScheduling
@@ -122,6 +123,11 @@ CHECKS: list[tuple[str, str, Callable[[], bool]]] = [
         ),
     ),
     ("WorkerInteractor.handle_command -> self.steal(indices)", WORKER, _handle_command_steals),
+    (
+        "xdist.workermanage.parse_tx_spec_config(config) (the workers per endpoint, for --concurrency)",
+        "the --concurrency start-up check in plugin/hosts.py",
+        lambda: _params(getattr(xdist.workermanage, "parse_tx_spec_config", lambda: None)) == ["config"],
+    ),
     (
         "WorkerInteractor.steal(indices), sendevent(name, **kwargs)",
         WORKER,

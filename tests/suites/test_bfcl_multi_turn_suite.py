@@ -12,6 +12,7 @@ from pytest_agenteval.tasks.bfcl._data import MULTI_TURN_CATEGORIES, find_data_d
 from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests._oracle import require_oracle
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 
@@ -24,7 +25,16 @@ agenteval_suite = Bfcl()
 def test_bfcl(evaluation):
     evaluation.check()
 """
-pytestmark = pytest.mark.skipif(bool(missing_requirements()), reason="bfcl-eval environments missing")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bfcl_eval_environments() -> None:
+    if missing_requirements():
+        require_oracle(
+            f"bfcl-eval's environments are not installed: pip install {' '.join(missing_requirements())}"
+        )
+
+
 WRONG = "multi_turn_miss_param_1"
 
 

@@ -193,3 +193,15 @@ def test_a_row_cut_at_a_stop_string_is_the_same_in_a_batch_as_alone(hf: Transfor
             single.text,
         )
         assert joint.finish_reason == "stop" and joint.completion_tokens == len(joint.token_ids)
+
+
+def test_a_prompt_over_n_ctx_is_the_typed_context_overflow(hf_checkpoint: Path) -> None:
+    """As the GGUF backend: ContextOverflowError with the numbers, never a worded error."""
+    from pytest_agenteval.models import ContextOverflowError
+
+    small = TransformersSampler(hf_checkpoint, n_threads=1, batch_rows=1, n_ctx=16)
+    prompt = small.chat_tokenizer().render(OPEN, None, True)
+    with pytest.raises(ContextOverflowError) as caught:
+        asyncio.run(small.complete_tokens(prompt, GREEDY))
+    assert (caught.value.prompt_tokens, caught.value.context) == (len(prompt), 16)
+    assert caught.value.detail == "transformers, --n-ctx"

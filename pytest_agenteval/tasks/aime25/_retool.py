@@ -8,7 +8,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pytest_agenteval.api.records import Rollout
+from pytest_agenteval.models import ContextOverflowError
 from pytest_agenteval.solvers.tool_loop import (
+    CONTEXT_EXCEEDED,
     PromptTooLong,
     SandboxFailure,
     Trajectory,
@@ -54,7 +56,11 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
         params = ctx.params(
             max_tokens=min(settings.max_assistant_tokens, room), seed=turn_seed(ctx.seed, state.turns)
         )
-        completion = await conversation.sample(params)
+        try:
+            completion = await conversation.sample(params)
+        except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
+            state.overflow = str(exc)
+            return CONTEXT_EXCEEDED
         text = completion.text.strip()  # the chat template strips assistant content too
         if completion.tool_calls:
             text = native_call_text(text, completion.tool_calls)

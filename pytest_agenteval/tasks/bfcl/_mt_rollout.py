@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_agenteval.api import progress
 from pytest_agenteval.api.records import Rollout
-from pytest_agenteval.models import Completion, Sampler, SamplerError, SamplingParams
+from pytest_agenteval.models import Completion, ContextOverflowError, Sampler, SamplingParams
 from pytest_agenteval.tasks.bfcl._decode import DecodeError
 from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry
 from pytest_agenteval.tasks.bfcl._mt_decode import calls_from_text, calls_from_tool_calls, is_empty_step
@@ -90,9 +90,10 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
     while True:
         try:
             completion = await sampler.complete(play.messages, params, tools=play.tools)
-        except SamplerError as exc:
-            if not exceeds_context(exc):
-                raise  # infrastructure: an error of the item
+        except ContextOverflowError as exc:
+            # The conversation outgrew the model's context window. The official runner stores
+            # such an entry as an inference error, which scores as wrong; so do we. Any other
+            # SamplerError is infrastructure: an error of the item, raised.
             play.inference_error = str(exc)
             return steps
         play.completions.append(completion)
@@ -117,14 +118,6 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
         if len(steps) > MAXIMUM_STEP_LIMIT:  # every step so far was executed
             play.force_terminated = True
             return steps
-
-
-def exceeds_context(exc: SamplerError) -> bool:
-    """The conversation outgrew the model's context window (llama.cpp's refusal, a server's
-    400). The official runner stores such an entry as an inference error, which scores as
-    wrong; so do we, instead of an infrastructure error that would drop it."""
-    text = str(exc).lower()
-    return "context" in text and any(word in text for word in ("exceed", "length", "too long", "maximum"))
 
 
 def _response(completion: Completion, native: bool) -> Any:

@@ -232,6 +232,8 @@ class Bfcl(Suite):
             for r in records
             for g in r.generations[:1]
         ]
+        if not items:  # every item errored: no file to write, no category to name
+            return {"exported": [], "bfcl_evaluate": None}
         model = export_model_name(settings.bfcl_style, settings.bfcl_export_model)
         paths = export_official_results(items, Path(settings.bfcl_export_dir), model)
         present = Counter(item[1] for item in items)
