@@ -18,17 +18,33 @@ def _review(argv: list[str]) -> int:
     return main(argv)
 
 
-# subcommand -> function(argv) -> exit status
-SUBCOMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "report": _report,
-    "review": _review,
+# subcommand -> (function(argv) -> exit status, what it does)
+SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
+    "report": (_report, "compare results files: a Markdown/HTML report with paired differences"),
+    "review": (_review, "a self-contained HTML page to review and rate generations"),
 }
+
+HELP = """usage: pytest-agenteval {names} ...
+
+Tools beside the pytest plugin (runs themselves are `pytest suites/...`).
+
+subcommands:
+{rows}
+
+`pytest-agenteval SUBCOMMAND --help` gives a subcommand's own options; `pytest --help`
+lists the plugin's (under "agenteval")."""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    names = ", ".join(sorted(SUBCOMMANDS))
+    if args and args[0] in ("-h", "--help", "help"):
+        rows = "\n".join(f"  {name:<8} {about}" for name, (_, about) in sorted(SUBCOMMANDS.items()))
+        print(HELP.format(names="{" + names + "}", rows=rows))
+        return 0
     if not args or args[0] not in SUBCOMMANDS:
-        names = ", ".join(sorted(SUBCOMMANDS))
+        problem = f"unknown subcommand {args[0]!r}; " if args else ""
         print(f"usage: pytest-agenteval {{{names}}} ...", file=sys.stderr)
+        print(f"pytest-agenteval: {problem}see pytest-agenteval --help", file=sys.stderr)
         return 2
-    return SUBCOMMANDS[args[0]](args[1:])
+    return SUBCOMMANDS[args[0]][0](args[1:])

@@ -33,7 +33,7 @@ class Rollout:
     """What the system under test produced for one sample."""
 
     text: str  # final assistant text (the last turn for multi-turn rollouts)
-    stop_reason: str  # "answer", "length", "turn_budget", "call_budget", "token_budget", ...
+    stop_reason: str  # "answer" (records: "no_answer" if none found), "length", "turn_budget", ...
     finish_reason: str = "stop"
     turns: int = 1
     code_calls: int = 0
@@ -68,6 +68,12 @@ class Score:
     fields: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _stop_reason(stop_reason: str, formatted: bool) -> str:
+    """A rollout that ended on its own but whose text the scorer found no answer in
+    stopped with `no_answer`, not `answer`."""
+    return "no_answer" if stop_reason == "answer" and not formatted else stop_reason
+
+
 @dataclass(frozen=True)
 class GenerationRecord:
     sample_index: int
@@ -87,7 +93,7 @@ class GenerationRecord:
             **dict(self.score.fields),
             "code_calls": rollout.code_calls,
             "turns": rollout.turns,
-            "stop_reason": rollout.stop_reason,
+            "stop_reason": _stop_reason(rollout.stop_reason, self.score.formatted),
             "finish_reason": rollout.finish_reason,
             "prompt_tokens": rollout.prompt_tokens,
             "completion_tokens": rollout.completion_tokens,
@@ -111,7 +117,7 @@ def generation_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...])
     known = _ROLLOUT_KEYS | _GENERATION_CORE | set(score_fields)
     rollout = Rollout(
         text=data.get("text", ""),
-        transcript=tuple(data["transcript"]) if data.get("transcript") else None,
+        transcript=transcript_entries(data.get("transcript")) or None,
         extra={k: v for k, v in data.items() if k not in known},
         **rollout_kwargs,
     )
@@ -214,6 +220,19 @@ def problem_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...] = (
 TRANSCRIPT_TEXT_KEYS = frozenset({"content", "output", "code"})
 
 
+def transcript_entries(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """A recorded transcript as a list of messages, as every suite writes it now; an older
+    GAIA line's transcript was one string: one assistant message here."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return ({"role": "assistant", "content": value},)
+    return tuple(
+        entry if isinstance(entry, Mapping) else {"role": "assistant", "content": str(entry)}
+        for entry in value
+    )
+
+
 def without_texts(data: Mapping[str, Any]) -> dict[str, Any]:
     """A problem line without what only the results file needs: each generation's text
     and its transcript entries' free text. Summaries, gates and comparisons read only
@@ -224,9 +243,7 @@ def without_texts(data: Mapping[str, Any]) -> dict[str, Any]:
         if kept.get("transcript"):
             kept["transcript"] = [
                 {k: v for k, v in entry.items() if k not in TRANSCRIPT_TEXT_KEYS}
-                if isinstance(entry, Mapping)
-                else entry
-                for entry in kept["transcript"]
+                for entry in transcript_entries(kept["transcript"])
             ]
         generations.append(kept)
     return {**data, "generations": generations}

@@ -127,5 +127,10 @@ class Suite:
         answers = [g.score.answer for g in record.generations]
         return (
             f"{record.num_correct}/{len(record.generations)} correct; "
-            f"expected {record.ground_truth!r}, answers {answers!r}"
+            f"expected {record.ground_truth!r}, answers {shown_answers(answers)}"
         )
+
+
+def shown_answers(answers: Sequence[Any]) -> str:
+    """`['70', no answer]`: a generation without an answer is said so, not Python's None."""
+    return "[" + ", ".join("no answer" if a is None else repr(a) for a in answers) + "]"

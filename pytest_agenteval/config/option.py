@@ -44,6 +44,14 @@ class Option:
             return tuple[str, ...]
         return self.type | None if self.default is None else self.type
 
+    @property
+    def help_with_default(self) -> str:
+        """The help `pytest --help` shows: with `(default: X)` where there is a default to
+        show (not for flags, empty values or None: the help says what happens then)."""
+        if self.type is bool or self.multiple or self.default in (None, ""):
+            return self.help
+        return f"{self.help} (default: {self.default})"
+
     def parse(self, raw: Any, source: str) -> Any:
         """A value from the command line or the ini file (text; a list where `multiple`) as
         the option's type. `source` names where it came from in a bad value's message."""

@@ -26,7 +26,11 @@ def _dest(option: Option) -> str:
 def register(parser: pytest.Parser) -> None:
     group = parser.getgroup(GROUP, "agenteval: benchmarks as test suites")
     for option in OPTIONS:
-        kwargs: dict[str, Any] = {"dest": _dest(option), "help": option.help, "default": None}
+        kwargs: dict[str, Any] = {
+            "dest": _dest(option),
+            "help": option.help_with_default.replace("%", "%%"),  # argparse formats help with %
+            "default": None,
+        }
         if option.multiple:
             kwargs.update(action="append")
         elif option.type is bool:

@@ -191,7 +191,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     *topic(
         "Sampling",
-        Option("val_n", "--val-n", 12, "generations per problem (N)", int),
+        Option("val_n", "--val-n", 12, "generations per problem (N); BFCL and GAIA: 1 unless given", int),
         Option("temperature", "--temperature", 1.0, "sampling temperature", float),
         Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
         Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),

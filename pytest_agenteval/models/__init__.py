@@ -239,13 +239,14 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         return SdkSampler(adapter_for(choice.kind), settings, concurrency, home)
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
-        from pytest_agenteval.models._llama import LlamaSampler
+        from pytest_agenteval.models._llama import LlamaSampler, llama_log_path
 
         return LlamaSampler(
             choice.path,
             embedded=choice.kind == "embedded",
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
+            log_path=llama_log_path(settings.out),  # llama.cpp's stderr, out of test reports
         )
     if choice.kind == "replay":
         assert choice.path is not None
@@ -350,4 +351,12 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
     else:
         assert choice.path is not None
         info.update(name=choice.label, path=str(choice.path), sha256=file_fingerprint(choice.path))
-    return info
+    return {**info, "display": display_name(choice, info)}
+
+
+def display_name(choice: ModelChoice, info: Mapping[str, Any]) -> str:
+    """The model as people read it (terminal, summaries): a launched server's is the model
+    the user gave with its server (`step-200 (vllm, launched)`), not the alias it serves."""
+    if choice.served is not None and choice.served.get("display"):
+        return str(choice.served["display"])
+    return f"{info.get('name') or choice.label} ({choice.kind})"

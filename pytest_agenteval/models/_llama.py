@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import ctypes
 import importlib.util
 import os
 import threading
@@ -14,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api import progress
 from pytest_agenteval.api.sampler import (
     Completion,
     ContextOverflowError,
@@ -53,6 +56,41 @@ def file_fingerprint(path: Path) -> str:
     return _file_sha256(str(path), stat.st_size, stat.st_mtime)
 
 
+RESULTS_DIR = "agenteval-results"  # output/results.py's default folder (a layer above)
+LOG_NAME = "llama-cpp.log"
+_log_hook: list[Any] = []  # the installed ctypes callback (kept alive) and its file
+
+
+def llama_log_path(out: str | None) -> Path:
+    """Where llama.cpp's own log goes: beside the results file (`--agenteval-out`), or in
+    agenteval-results/, as a launched server's log does."""
+    folder = Path(os.path.expanduser(out)).parent if out else Path(RESULTS_DIR)
+    return folder.resolve() / LOG_NAME
+
+
+def log_llama_to(path: Path) -> None:
+    """llama.cpp's log lines (`possible training context overflow` and the like) go to
+    `path`, appended, never to stderr, where pytest showed them in every failure section.
+    Once a process; a later call moves the log to its path."""
+    llama_cpp = _require_llama_cpp()
+    if _log_hook and _log_hook[1] == path:
+        return
+
+    last = [0]
+
+    def write(level: int, text: bytes, user_data: Any) -> None:
+        level = last[0] if level == 5 else level  # 5: the previous line continued
+        last[0] = level
+        if level in (3, 4):  # ggml: 3 warn, 4 error; not the load's debug (1) and info (2)
+            with contextlib.suppress(OSError), open(path, "ab") as log:
+                log.write(text or b"")
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    callback = llama_cpp.llama_log_callback(write)
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
+    _log_hook[:] = [callback, path]
+
+
 def _require_llama_cpp() -> Any:
     try:
         import llama_cpp
@@ -77,7 +115,10 @@ class LlamaSampler:
         embedded: bool = False,
         n_threads: int = 1,
         n_ctx: int = 8192,
+        log_path: Path | None = None,
     ) -> None:
+        if log_path is not None:
+            log_llama_to(log_path)
         self.path = path
         self.n_threads = n_threads
         self.n_ctx = n_ctx
@@ -185,6 +226,7 @@ class LlamaSampler:
             grammar=grammar,
         ):
             tokens.append(token)
+            progress.note_token()  # the progress line moves while a long generation runs
             if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token):
                 finish = "stop"
                 break
@@ -237,7 +279,9 @@ class LlamaSampler:
     async def _run(self, function: Any, *args: Any) -> Completion:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, function, *args)
+            # in a copy of the caller's context: the rollout's progress tally with it
+            context = contextvars.copy_context()
+            return await loop.run_in_executor(self._executor, context.run, function, *args)
         except (ValueError, TemplateError) as exc:  # over-long prompts, templates that fail
             raise SamplerError(f"llama.cpp refused the request: {exc}") from exc
 

@@ -38,7 +38,7 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
     complete = "complete" if summary.get("complete") else "INCOMPLETE"
     errors = summary.get("errors") or {}
     rows: list[tuple[str, str]] = [
-        ("model", f"{model.get('name')} ({model.get('backend')})"),
+        ("model", str(model.get("display") or f"{model.get('name')} ({model.get('backend')})")),
         (
             "problems",
             f"{summary.get('problems')} scored, {errors.get('items', 0)} errored, "

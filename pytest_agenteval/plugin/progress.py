@@ -1,8 +1,9 @@
-"""The live progress line of a long run: generations done / total, tokens per second,
-requests in flight, retries, errors and an ETA, on the controller, summed over xdist
-workers. Each worker sends its counters (cumulative, so a lost datagram costs nothing)
-to the controller over a loopback UDP socket twice a second; the controller redraws
-the line in place on a terminal and prints it every 30 s otherwise."""
+"""The live progress line of a long run: generations done / total, what moves inside the
+ones still running (turns, tool calls, judge calls, tokens as they are generated), tokens
+per second, requests in flight, retries, errored generations and an ETA from tokens, on the
+controller, summed over xdist workers. Each worker sends its counters (cumulative, so a lost
+datagram costs nothing) to the controller over a loopback UDP socket twice a second; the
+controller redraws the line in place on a terminal and prints it every 30 s otherwise."""
 
 from __future__ import annotations
 
@@ -27,16 +28,24 @@ SEND_EVERY_S = 0.5
 TTY_EVERY_S = 1.0
 LINES_EVERY_S = 30.0
 WINDOW_S = 30.0  # rates over the last 30 s
-MIN_ROOM = 24  # columns needed beside pytest's own line to draw anything
+MIN_ROOM = 24
+SUMMED = (
+    "done",
+    "errors",
+    "tokens",
+    "finished_tokens",
+    "running_tokens",
+    "turns",
+    "tool_calls",
+    "judge_calls",
+    "in_flight",
+    "retries",
+)  # columns needed beside pytest's own line to draw anything
 
 
 def snapshot(runtime: Any) -> dict[str, int]:
-    counters = runtime.progress
     return {
-        "total": counters.total,
-        "done": counters.done,
-        "errors": counters.errors,
-        "tokens": counters.tokens,
+        **runtime.progress.snapshot(),
         "in_flight": runtime.in_flight(),
         "retries": int(runtime.backend_counts().get("retries", 0)),
     }
@@ -52,15 +61,17 @@ def count_generations(runtime: Any, items: Any) -> int:
 
 
 def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
-    """Count one finished item (a results line) into `counts`: its N generations are done,
+    """Count one finished item (a results line) into `counts`: its generations are done,
     the ones missing are errors, the tokens generated (not cached) are added."""
     generations = record.get("generations") or ()
     n = int(record.get("val_n", len(generations)))
-    counts["done"] = counts.get("done", 0) + n
+    tokens = sum(_completion_tokens(g) for g in generations if not g.get("cached"))
+    counts["done"] = counts.get("done", 0) + len(generations)
     counts["errors"] = counts.get("errors", 0) + n - len(generations)
-    counts["tokens"] = counts.get("tokens", 0) + sum(
-        _completion_tokens(g) for g in generations if not g.get("cached")
-    )
+    for key in ("tokens", "finished_tokens"):
+        counts[key] = counts.get(key, 0) + tokens
+    for key, field in (("turns", "turns"), ("tool_calls", "code_calls")):
+        counts[key] = counts.get(key, 0) + sum(int(g.get(field) or 0) for g in generations)
 
 
 def _completion_tokens(generation: dict[str, Any]) -> int:
@@ -97,15 +108,61 @@ class Rates:
         return (done - done_then) / span, (tokens - tokens_then) / span
 
 
-def format_line(totals: Mapping[str, int], generation_rate: float, token_rate: float) -> str:
+def _minutes(seconds: float) -> str:
+    return f"~{max(1, round(seconds / 60))} min" if seconds >= 90 else f"~{max(1, round(seconds))}s"
+
+
+def eta(totals: Mapping[str, int], generation_rate: float, token_rate: float, max_tokens: int) -> str:
+    """From tokens where tokens move: the tokens a generation takes (the mean of the
+    finished ones; --max-tokens, said so, before any finished), times those
+    left, less what running ones generated so far, at the recent rate; from generations
+    a second where no tokens move (cache hits, a replay). `?` until there is a basis."""
+    left = totals["total"] - totals["done"] - totals["errors"]
+    if left <= 0:
+        return "ETA 0s"
+    done, finished_tokens = totals["done"], totals.get("finished_tokens", 0)
+    if token_rate > 0 and (finished_tokens > 0 or max_tokens > 0):
+        per_generation = finished_tokens / done if done and finished_tokens else max_tokens
+        remaining = max(0.0, per_generation * left - totals.get("running_tokens", 0))
+        basis = "" if done and finished_tokens else " (by --max-tokens)"
+        return f"ETA {_minutes(remaining / token_rate)}{basis}"
+    if generation_rate > 0:
+        return f"ETA {_minutes(left / generation_rate)}"
+    return "ETA ?"
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def format_line(
+    totals: Mapping[str, int], generation_rate: float, token_rate: float, max_tokens: int = 0
+) -> str:
+    """`agenteval 1/4 generations (25%) | 3 turns, 5 tool calls | 412 tok (14 tok/s) |
+    2 in flight | 1 errored | ETA ~6 min`: what moves inside long generations is shown
+    once it moves; retries and errors once there are some."""
     total, done = totals["total"], totals["done"]
     share = f" ({100 * done // total}%)" if total else ""
-    eta = _duration((total - done) / generation_rate) if generation_rate > 0 and total >= done else "?"
-    return (
-        f"agenteval {done}/{total or '?'} generations{share} | {token_rate:.0f} tok/s | "
-        f"{totals['in_flight']} in flight | {totals['retries']} retries | {totals['errors']} errors | "
-        f"ETA {eta}"
-    )
+    parts = [f"agenteval {done}/{total or '?'} generations{share}"]
+    moving = [
+        _plural(totals.get(key, 0), one, many)
+        for key, one, many in (
+            ("turns", "turn", "turns"),
+            ("tool_calls", "tool call", "tool calls"),
+            ("judge_calls", "judge call", "judge calls"),
+        )
+        if totals.get(key, 0)
+    ]
+    if moving:
+        parts.append(", ".join(moving))
+    parts.append(f"{totals.get('tokens', 0)} tok ({token_rate:.0f} tok/s)")
+    parts.append(f"{totals.get('in_flight', 0)} in flight")
+    if totals.get("retries", 0):
+        parts.append(_plural(totals["retries"], "retry", "retries"))
+    if totals["errors"]:
+        parts.append(f"{totals['errors']} errored")
+    parts.append(eta(totals, generation_rate, token_rate, max_tokens))
+    return " | ".join(parts)
 
 
 class ProgressSender:
@@ -167,16 +224,13 @@ class ProgressDisplay:
     # -- what to show ------------------------------------------------------------------
     def totals(self) -> dict[str, int]:
         parts = [*self.workers.values(), *self.reported.values()] or [snapshot(self.runtime)]
-        summed = {
-            key: sum(p.get(key, 0) for p in parts)
-            for key in ("done", "errors", "tokens", "in_flight", "retries")
-        }
+        summed = {key: sum(p.get(key, 0) for p in parts) for key in SUMMED}
         return {"total": max(p.get("total", 0) for p in parts), **summed}
 
     def line(self) -> str:
         totals = self.totals()
         generation_rate, token_rate = self.rates.add(time.monotonic(), totals["done"], totals["tokens"])
-        return format_line(totals, generation_rate, token_rate)
+        return format_line(totals, generation_rate, token_rate, int(self.runtime.settings.max_tokens or 0))
 
     # -- drawing -----------------------------------------------------------------------
     def _erase(self) -> None:
@@ -294,6 +348,37 @@ class ProgressDisplay:
             return (yield)
 
 
+class XdistStatus:
+    """xdist's status line under our scheduler, which starts at the first worker's
+    collection: xdist then showed `collecting: 1/2 workers` and left it on screen, and a
+    later worker's collection redrew the status over the row of result letters. Here the
+    first collection stands for all (the scheduler compares every later one with it and
+    fails the run on a difference), and later ones redraw nothing."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collected = False
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        trdist = getattr(dsession, "trdist", None)
+        specs = getattr(getattr(dsession, "nodemanager", None), "specs", None)
+        if trdist is None or not specs:
+            return
+        if self.collected:
+            if not getattr(trdist, "agenteval_quiet", False):
+                setstatus = trdist.setstatus
+                trdist.setstatus = lambda *args, **kwargs: setstatus(*args, **{**kwargs, "show": False})
+                trdist.agenteval_quiet = True
+            return
+        self.collected = True
+        from xdist.dsession import WorkerStatus
+
+        for spec in specs:
+            trdist.setstatus(spec, WorkerStatus.CollectionDone, tests_collected=len(ids), show=False)
+
+
 def parse_mode(mode: str) -> float | None:
     """None: auto; 0: off; else the seconds between printed lines."""
     if mode in ("auto", "off"):
@@ -314,6 +399,8 @@ def install(config: pytest.Config, runtime: Any, evaluating: bool, mode: str) ->
     """Start the progress line's part on this process: `mode` is auto, off or SECONDS."""
     every_s = parse_mode(mode)
     workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:  # its hook is called under xdist only
+        config.pluginmanager.register(XdistStatus(config), "agenteval-xdist-status")
     if workerinput is not None:
         if workerinput.get(WORKER_KEY):
             config.pluginmanager.register(

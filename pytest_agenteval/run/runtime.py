@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api.progress import note_tool_calls
 from pytest_agenteval.api.records import (
     GenerationRecord,
     Problem,
@@ -127,6 +128,7 @@ class Runtime:
     async def run_code(self, code: str, ctx: RolloutContext, call_index: int, auto_print: bool = True) -> Any:
         """One sandboxed code call of a rollout; cached per (sample, call, code) so a
         resumed trajectory sees the same observations."""
+        note_tool_calls()  # the live progress line moves with each call
         key = None
         if self.cache is not None:
             # what changes the outcome (v2: results carry the raw streams)
@@ -176,12 +178,13 @@ class Runtime:
         return rollout
 
     async def _counted_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
-        try:
-            rollout = await self._rollout(suite, problem, sample_index)
-        except Exception:
-            self.progress.failed()
-            raise
-        self.progress.finished(rollout)
+        with self.progress.rollout() as tally:
+            try:
+                rollout = await self._rollout(suite, problem, sample_index)
+            except Exception:
+                self.progress.failed(tally)
+                raise
+        self.progress.finished(rollout, tally)
         return rollout
 
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_agenteval.api import progress
 from pytest_agenteval.api.records import Rollout
 from pytest_agenteval.models import Completion, ContextOverflowError
 
@@ -143,6 +144,7 @@ class Trajectory:
     def count_turn(self, completion: Completion) -> None:
         """One more model turn: its tokens, requests and cache state."""
         self.turns += 1
+        progress.note_turn(completion)  # the live progress line moves with each turn
         self.finish_reason = completion.finish_reason
         self.prompt_tokens += completion.prompt_tokens
         self.completion_tokens += completion.completion_tokens

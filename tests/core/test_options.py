@@ -235,6 +235,23 @@ def test_docs_options_md_is_what_the_generator_prints() -> None:
 def test_the_reference_lists_every_option_under_its_topic() -> None:
     text = render()
     assert text.count("\n| `--") == len(OPTIONS)
-    assert "| `--val-n` | `val_n` | int | `12` | generations per problem (N) |" in text
+    val_n = (
+        "| `--val-n` | `val_n` | int | `12` | generations per problem (N); BFCL and GAIA: 1 unless given |"
+    )
+    assert val_n in text
     assert "| `agenteval_gates` | `agenteval_gate` |" in text
     assert text.index("## Sampling") < text.index("`--val-n`") < text.index("## Problem selection")
+
+
+def test_pytest_help_shows_each_default(pytester: pytest.Pytester) -> None:
+    """`pytest --help` said nothing of what --val-n, --max-tokens, --temperature and
+    --concurrency default to, nor that BFCL and GAIA take N = 1."""
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())  # argparse wraps help to the terminal's width
+    for shown in (
+        "--val-n=AGENTEVAL_VAL_N generations per problem (N); BFCL and GAIA: 1 unless given (default: 12)",
+        "--max-tokens=AGENTEVAL_MAX_TOKENS max new tokens per completion (text-only) (default: 8192)",
+        "--temperature=AGENTEVAL_TEMPERATURE sampling temperature (default: 1.0)",
+        "(a localhost endpoint: per machine, shared by the workers there) (default: 32)",
+    ):
+        assert shown in text, shown

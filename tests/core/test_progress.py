@@ -15,8 +15,8 @@ from pytest_agenteval.plugin.progress import Rates, add_record, format_line
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 
 LINE = re.compile(
-    r"agenteval (\d+)/16 generations \(\d+%\) \| \d+ tok/s \| (\d+) in flight \| 0 retries \| 0 errors "
-    r"\| ETA \S+"
+    r"agenteval (\d+)/16 generations \(\d+%\) \| \d+ tok \(\d+ tok/s\) \| (\d+) in flight "
+    r"\| ETA (\?|~\d+(s| min))( \(by --max-tokens\))?"
 )
 
 
@@ -86,7 +86,10 @@ def run_in_terminal(
 def test_the_line_is_redrawn_in_place_while_items_run(
     aime_suite: pytest.Pytester, tiny_aime: Path, slow_server: OpenAITestServer, workers: list[str]
 ) -> None:
-    raw = run_in_terminal(aime_suite, tiny_aime, slow_server.url, *workers)
+    # --concurrency 2: one request per worker (below the workers is a start-up error)
+    raw = run_in_terminal(
+        aime_suite, tiny_aime, slow_server.url, *workers, *(["--concurrency=2"] * bool(workers))
+    )
     drawn = [(int(m[1]), int(m[2])) for m in LINE.finditer(raw)]
     done = sorted({d for d, _ in drawn})
     assert any(0 < d < 16 for d in done), done  # seen mid-run, summed over the workers
@@ -96,6 +99,9 @@ def test_the_line_is_redrawn_in_place_while_items_run(
     dots = [line for line in final if re.fullmatch(r"(test_tiny\.py )?[.F]{4} +\[100%\]", line)]
     assert len(dots) == 1, final  # erased before pytest's own output: nothing of it left on screen
     assert not any("tok/s" in line for line in final)
+    if workers:  # xdist's status line is its final one, as without the plugin
+        shown = "\n".join(final)
+        assert "2 workers [4 items]" in final and "collecting" not in shown, shown
 
 
 @pytest.mark.parametrize("quiet", [["-q", "-q"], ["--agenteval-progress", "off"]], ids=["-q -q", "off"])
@@ -128,31 +134,161 @@ def test_a_bad_progress_value_is_a_usage_error(run_suite) -> None:
     )
 
 
-def test_rates_and_eta_come_from_the_last_thirty_seconds() -> None:
+def test_rates_come_from_the_last_thirty_seconds() -> None:
     rates = Rates(__import__("collections").deque())
     assert rates.add(0.0, 0, 0) == (0.0, 0.0)
     assert rates.add(10.0, 4, 400) == (0.4, 40.0)
-    totals = {"total": 16, "done": 4, "errors": 1, "tokens": 400, "in_flight": 3, "retries": 2}
-    assert format_line(totals, 0.4, 40.0) == (
-        "agenteval 4/16 generations (25%) | 40 tok/s | 3 in flight | 2 retries | 1 errors | ETA 30s"
-    )
     assert rates.add(100.0, 40, 4000) == pytest.approx(
         (36 / 90, 3600 / 90)
     )  # the first sample left the window
+
+
+BASE = {"total": 16, "done": 0, "errors": 0, "tokens": 0, "in_flight": 0, "retries": 0}
+
+
+@pytest.mark.parametrize(
+    ("counts", "rates", "max_tokens", "line"),
+    [
+        # long agentic items before any finished: turns, tool calls and tokens move; the ETA
+        # from --max-tokens, said so (16 x 1000 tokens less the 412 generated, at 14 tok/s)
+        (
+            {"turns": 3, "tool_calls": 5, "tokens": 412, "running_tokens": 412, "in_flight": 2},
+            (0.0, 14.0),
+            1000,
+            "agenteval 0/16 generations (0%) | 3 turns, 5 tool calls | 412 tok (14 tok/s) | "
+            "2 in flight | ETA ~19 min (by --max-tokens)",
+        ),
+        # once some finished: their mean (400 tokens each) times the 10 left, less 200 running: 95 s
+        (
+            {
+                "done": 4,
+                "errors": 2,
+                "tokens": 1800,
+                "finished_tokens": 1600,
+                "running_tokens": 200,
+                "turns": 1,
+                "judge_calls": 1,
+                "retries": 1,
+            },
+            (0.4, 40.0),
+            1000,
+            "agenteval 4/16 generations (25%) | 1 turn, 1 judge call | 1800 tok (40 tok/s) | "
+            "0 in flight | 1 retry | 2 errored | ETA ~2 min",
+        ),
+        # nothing moves yet: no basis
+        ({}, (0.0, 0.0), 1000, "agenteval 0/16 generations (0%) | 0 tok (0 tok/s) | 0 in flight | ETA ?"),
+        # no tokens move (cache hits): from generations a second
+        (
+            {"done": 8},
+            (0.5, 0.0),
+            1000,
+            "agenteval 8/16 generations (50%) | 0 tok (0 tok/s) | 0 in flight | ETA ~16s",
+        ),
+        # all accounted for, errors included
+        (
+            {"done": 14, "errors": 2, "tokens": 10, "finished_tokens": 10},
+            (0.5, 1.0),
+            0,
+            "agenteval 14/16 generations (87%) | 10 tok (1 tok/s) | 0 in flight | 2 errored | ETA 0s",
+        ),
+    ],
+    ids=["agentic-before-any-finished", "from-finished-ones", "no-basis", "generation-rate", "over"],
+)
+def test_the_line_counts_what_moves_and_the_eta_comes_from_tokens(counts, rates, max_tokens, line) -> None:
+    assert format_line({**BASE, **counts}, *rates, max_tokens) == line
 
 
 def test_remote_workers_are_counted_from_the_records_their_reports_carry() -> None:
     counts: dict[str, int] = {}
     add_record(
         counts,
-        {"val_n": 3, "generations": [{"completion_tokens": 7}, {"completion_tokens": 5, "cached": True}]},
+        {
+            "val_n": 3,
+            "generations": [
+                {"completion_tokens": 7, "turns": 3, "code_calls": 2},
+                {"completion_tokens": 5, "cached": True},
+            ],
+        },
     )
-    add_record(counts, {"val_n": 2, "generations": [{"completion_tokens": 4}, {"completion_tokens": 1}]})
-    assert counts == {
-        "done": 5,
+    add_record(counts, {"val_n": 2, "generations": [{"completion_tokens": 4}, {"completion_tokens": None}]})
+    assert counts == {  # one generation missing: an error, not a finished one; cached tokens not counted
+        "done": 4,
         "errors": 1,
-        "tokens": 12,
-    }  # one generation missing; cached tokens not counted
+        "tokens": 11,
+        "finished_tokens": 11,
+        "turns": 3,
+        "tool_calls": 2,
+    }
+
+
+def _always_call() -> list:
+    from pytest_agenteval.testing import Reply
+
+    return [
+        Reply(tool_calls=[{"name": "code_interpreter", "arguments": {"code": f"print({i})"}}])
+        for i in range(12)
+    ]
+
+
+AGENTIC = re.compile(
+    r"agenteval (\d+)/2 generations \(\d+%\) \| (\d+) turns?, (\d+) tool calls? \| (\d+) tok \(\d+ tok/s\) "
+    r"\| \d+ in flight \| ETA .+"
+)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "two-workers"])
+def test_long_agentic_items_show_turns_tool_calls_and_tokens_moving(run_suite, workers: list[str]) -> None:
+    """Two retool generations of 8 turns each, 0.3 s a turn: before either finishes, the
+    line's turns, tool calls and tokens grow (summed over the workers under xdist)."""
+    from pytest_agenteval.testing import ScriptedToolModel
+
+    config = ServerConfig(script=ScriptedToolModel(_always_call()), latency_ms=300)
+    with OpenAITestServer(config) as server:
+        result, _ = run_suite(
+            f"--endpoint={server.url}",
+            "--mode=retool",
+            "--limit=2",
+            "--val-n=1",
+            "--max-assistant-turns=8",
+            "--max-code-calls=8",
+            "--sandbox-timeout=5",
+            "--agenteval-progress=0.5",
+            *workers,
+        )
+    lines = [line for line in result.stdout.lines if line.startswith("agenteval ")]
+    seen = [AGENTIC.fullmatch(line) for line in lines]
+    unfinished = [(int(m[2]), int(m[3]), int(m[4])) for m in seen if m and m[1] == "0"]
+    assert len(unfinished) >= 2, lines
+    assert unfinished == sorted(unfinished) and unfinished[0] < unfinished[-1], unfinished
+    assert all(tokens > 0 for turns, _, tokens in unfinished if turns), unfinished
+    if workers:  # xdist's status, not `collecting: 1/2 workers` left behind
+        assert "2 workers [2 items]" in result.stdout.lines and "collecting" not in result.stdout.str()
+
+
+def test_an_in_process_model_counts_tokens_as_it_samples_them() -> None:
+    """llama.cpp samples on its own thread: the rollout's tally sees each token."""
+    import asyncio
+
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from pytest_agenteval.api.sampler import SamplingParams
+    from pytest_agenteval.models import LlamaSampler, embedded_model_path
+    from pytest_agenteval.run.counters import Counters
+
+    sampler = LlamaSampler(embedded_model_path(), embedded=True)
+    counters = Counters()
+    params = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=12, seed=1)
+
+    async def rollout() -> object:
+        with counters.rollout() as tally:
+            completion = await sampler.complete([{"role": "user", "content": "Count to twenty."}], params)
+            assert counters.snapshot()["tokens"] == completion.completion_tokens  # counted while running
+            return completion, tally
+
+    try:
+        completion, tally = asyncio.run(rollout())
+    finally:
+        asyncio.run(sampler.aclose())
+    assert (tally.streaming, completion.completion_tokens) == (12, 12)
 
 
 def test_samples_of_one_request_count_its_usage_once_from_a_remote_record() -> None:
@@ -168,4 +304,11 @@ def test_samples_of_one_request_count_its_usage_once_from_a_remote_record() -> N
             ],
         },
     )
-    assert counts == {"done": 2, "errors": 0, "tokens": 30}  # int(None) raised INTERNALERROR
+    assert counts == {  # int(None) raised INTERNALERROR
+        "done": 2,
+        "errors": 0,
+        "tokens": 30,
+        "finished_tokens": 30,
+        "turns": 0,
+        "tool_calls": 0,
+    }

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pytest_agenteval.cli import SUBCOMMANDS, main
 
 
@@ -16,6 +18,33 @@ def test_review_is_a_subcommand() -> None:
 def test_no_subcommand_prints_usage(capsys) -> None:
     assert main([]) == 2
     assert "usage: pytest-agenteval {report, review}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_the_subcommands_and_exits_zero(flag: str) -> None:
+    """It printed only the usage line and exited 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_agenteval", flag],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert lines[0] == "usage: pytest-agenteval {report, review} ..."
+    assert lines[4:7] == [
+        "subcommands:",
+        "  report   compare results files: a Markdown/HTML report with paired differences",
+        "  review   a self-contained HTML page to review and rate generations",
+    ]
+
+
+def test_an_unknown_subcommand_is_named(capsys) -> None:
+    assert main(["reprot"]) == 2
+    assert capsys.readouterr().err.splitlines()[1] == (
+        "pytest-agenteval: unknown subcommand 'reprot'; see pytest-agenteval --help"
+    )
 
 
 def test_a_missing_data_file_is_one_line(tmp_path: Path) -> None:

@@ -50,7 +50,10 @@ def test_serve_launches_one_server_for_the_run_and_stops_it(run_suite) -> None:
     assert replica["log"] == str(log)
     assert replica["command"].split()[1:4] == ["-m", "llama_cpp.server", "--model"]
     assert replica["version"] == "0.3.36"
-    assert summary["model"]["name"] == f"agenteval-{info['fingerprint'][:12]}"
+    assert summary["model"]["name"] == f"agenteval-{info['fingerprint'][:12]}"  # the alias requests carry
+    # people read the model they gave (it read `agenteval-b179c9523d0e (openai)`)
+    assert summary["model"]["display"] == "SmolLM2-135M-Instruct.Q4_1 (llama-cpp, launched)"
+    result.stdout.re_match_lines([r"  model +SmolLM2-135M-Instruct\.Q4_1 \(llama-cpp, launched\)$"])
     assert log.read_text().count(POST) == 8  # 4 problems x N=2, all through the one server
     assert all(len(p["generations"]) == 2 for p in problems)
     assert not running(replica["pid"]) and group_empty(replica["pid"])

@@ -105,6 +105,8 @@ class Launch:
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {
             "label": self.label,
+            # for people: the model the user gave, not the alias requests carry (served_name)
+            "display": f"{self.label} ({self.servers[0].spec.backend}, launched)",
             "model": self.resolved.describe(),
             "replicas": [s.describe() for s in self.servers],
             "logs": {s.url: str(s.log_path) for s in self.servers},

@@ -20,6 +20,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_agenteval.api import progress
 from pytest_agenteval.api.records import Rollout
 from pytest_agenteval.models import Completion, ContextOverflowError, Sampler, SamplingParams
 from pytest_agenteval.tasks.bfcl._decode import DecodeError
@@ -96,6 +97,7 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
             play.inference_error = str(exc)
             return steps
         play.completions.append(completion)
+        progress.note_turn(completion)
         response = _response(completion, play.native)
         play.messages.append(_assistant_message(completion, play.native, len(play.completions)))
         step: dict[str, Any] = {"response": response, "calls": None, "results": []}
@@ -109,6 +111,7 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
         if is_empty_step(calls):
             return steps
         results = play.env.execute(calls)
+        progress.note_tool_calls(len(calls))
         play.calls += len(calls)
         step["results"] = [r[:RECORDED_RESULT_CHARS] for r in results]
         play.messages.extend(_result_messages(play, calls, results))

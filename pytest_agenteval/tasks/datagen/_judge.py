@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.api import progress
 from pytest_agenteval.models import (
     EndpointSlots,
     FatalRequestError,
@@ -202,6 +203,7 @@ class JudgeClient:
             except SamplerError as exc:
                 result.update(status="error", error=f"judge call failed: {exc}")
                 break
+            progress.note_judge_call(completion)
             result["asks"] = ask + 1
             result["attempts"] += completion.attempts
             result["retries"] += max(0, completion.attempts - 1)  # the sampler's own retries

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_agenteval.api.metrics import accuracy_intervals
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
-from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
+from pytest_agenteval.api.suite import DataError, RolloutContext, Suite, shown_answers
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.tasks.gaia._agent import default_agent, run_user_agent
 from pytest_agenteval.tasks.gaia._data import GaiaDataError, GaiaTask, GaiaUnavailable, load_gaia
@@ -187,13 +187,13 @@ class Gaia(Suite):
             ("drop rates", "  ".join(f"{k} {'-' if v is None else f'{v:.3f}'}" for k, v in drops.items()))
         )
         rows += submission
-        rows.append(
-            (
-                "mean steps",
-                f"agent {summary.get('mean_steps_correct')} vs annotators "
-                f"{summary.get('mean_annotator_steps_correct')} (correct items)",
+        agent, annotators = summary.get("mean_steps_correct"), summary.get("mean_annotator_steps_correct")
+        if agent is None and annotators is None:  # no correct item reports steps
+            rows.append(("mean steps", "n/a (no correct item with steps)"))
+        else:
+            rows.append(
+                ("mean steps", f"agent {_steps(agent)} vs annotators {_steps(annotators)} (correct items)")
             )
-        )
         return rows
 
     def item_passed(self, record: ProblemRecord) -> bool:
@@ -203,4 +203,8 @@ class Gaia(Suite):
 
     def failure_message(self, record: ProblemRecord) -> str:
         answers = [g.score.fields.get("model_answer") for g in record.generations]
-        return f"expected {record.ground_truth!r}, answered {answers!r}"
+        return f"expected {record.ground_truth!r}, answered {shown_answers(answers)}"
+
+
+def _steps(value: Any) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
