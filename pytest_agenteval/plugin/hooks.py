@@ -377,6 +377,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and call.excinfo is not None:
         if isinstance(call.excinfo.value, Unsolved):  # travels to the xdist controller with the report
             setattr(report, UNSOLVED, True)
+            if _gate_decides(item.config):
+                _as_xfailed(report, call.excinfo.value)
     if call.when == "setup":  # the record travels once, with the setup report
         records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
@@ -385,6 +387,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
             item.user_properties.extend(item_properties(records[0]))
     return report
+
+
+def _gate_decides(config: pytest.Config) -> bool:
+    """A gate or a baseline comparison decides the exit status (docs/ci.md)."""
+    runtime = config.stash.get(RUNTIME, None)
+    return runtime is not None and bool(runtime.settings.gates or runtime.settings.compare)
+
+
+def _as_xfailed(report: pytest.TestReport, unsolved: Unsolved) -> None:
+    """When a gate decides the run, an unsolved item is an expected outcome, not a red
+    test: pytest's xfail (`x`, JUnit `<skipped type="pytest.xfail">`), its score in the
+    item's JUnit properties. The terminal, JUnit and the exit status then agree."""
+    report.outcome = "skipped"
+    report.wasxfail = f"unsolved, a gate decides the run: {unsolved.msg}"
+    report.longrepr = None
 
 
 @pytest.hookimpl(tryfirst=True)
