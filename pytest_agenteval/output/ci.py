@@ -74,9 +74,20 @@ def suite_properties(
     return properties
 
 
-def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> None:
+def verdict_cases(gates: Sequence[Any], comparisons: Sequence[Any]) -> list[tuple[str, str, bool]]:
+    """(name, reason, passed) of each verdict that decides the run: one JUnit testcase each,
+    so a dashboard is red exactly when the job is (the unsolved items it forgives are xfailed)."""
+    cases = [(r.gate.expression, r.reason, r.passed) for r in gates]
+    cases += [(f"baseline {c.suite}.{c.metric}", c.reason, c.passed) for c in comparisons]
+    return cases
+
+
+def add_suite_properties(
+    path: Path, properties: Sequence[tuple[str, str]], verdicts: Sequence[tuple[str, str, bool]] = ()
+) -> None:
     """Put the properties first in the <testsuite> pytest wrote (after its own, e.g.
-    `record_testsuite_property`), atomically."""
+    `record_testsuite_property`), and one testcase per verdict (`verdict_cases`) last,
+    with the suite's counts, atomically."""
     import xml.etree.ElementTree as ET  # at the end of a --junitxml run only
 
     tree = ET.parse(path)
@@ -89,6 +100,12 @@ def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> N
         suite.insert(0, node)
     for name, value in properties:
         ET.SubElement(node, "property", name=name, value=value)
+    for name, reason, passed in verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"{PREFIX}.gate", name=name, time="0")
+        if not passed:
+            ET.SubElement(case, "failure", message=reason).text = f"{name}: {reason}"
+            suite.set("failures", str(int(suite.get("failures", "0")) + 1))
+        suite.set("tests", str(int(suite.get("tests", "0")) + 1))
     partial = path.with_name(path.name + ".partial")
     tree.write(partial, encoding="utf-8", xml_declaration=True)
     os.replace(partial, path)
@@ -163,7 +180,9 @@ class CiOutputs:
         xml = session.config.stash.get(xml_key, None)
         if xml is not None and Path(xml.logfile).is_file():
             add_suite_properties(
-                Path(xml.logfile), suite_properties(c.summaries, c.gate_results, c.comparisons)
+                Path(xml.logfile),
+                suite_properties(c.summaries, c.gate_results, c.comparisons),
+                verdict_cases(c.gate_results, c.comparisons),
             )
         target = os.environ.get("GITHUB_STEP_SUMMARY")
         if target:
