@@ -377,8 +377,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and call.excinfo is not None:
         if isinstance(call.excinfo.value, Unsolved):  # travels to the xdist controller with the report
             setattr(report, UNSOLVED, True)
-            if _gate_decides(item.config):
-                _as_xfailed(report, call.excinfo.value)
+            _xfail_under_a_gate(item.config, report, call.excinfo.value)
     if call.when == "setup":  # the record travels once, with the setup report
         records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
@@ -389,19 +388,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _gate_decides(config: pytest.Config) -> bool:
-    """A gate or a baseline comparison decides the exit status (docs/ci.md)."""
+def _xfail_under_a_gate(config: pytest.Config, report: pytest.TestReport, unsolved: Unsolved) -> None:
+    """When a gate (or a baseline) decides the run, an unsolved item is an expected outcome:
+    pytest's xfail (`x`, JUnit `<skipped type="pytest.xfail">`, its counts in its JUnit
+    properties), so the terminal, JUnit and the exit status agree (docs/ci.md)."""
     runtime = config.stash.get(RUNTIME, None)
-    return runtime is not None and bool(runtime.settings.gates or runtime.settings.compare)
-
-
-def _as_xfailed(report: pytest.TestReport, unsolved: Unsolved) -> None:
-    """When a gate decides the run, an unsolved item is an expected outcome, not a red
-    test: pytest's xfail (`x`, JUnit `<skipped type="pytest.xfail">`), its score in the
-    item's JUnit properties. The terminal, JUnit and the exit status then agree."""
-    report.outcome = "skipped"
-    report.wasxfail = f"unsolved, a gate decides the run: {unsolved.msg}"
-    report.longrepr = None
+    if runtime is not None and (runtime.settings.gates or runtime.settings.compare):
+        report.outcome, report.longrepr = "skipped", None
+        report.wasxfail = f"unsolved, a gate decides the run: {unsolved.msg}"
 
 
 @pytest.hookimpl(tryfirst=True)
