@@ -1,6 +1,8 @@
 """The metrics every suite reports unless it says otherwise (Average@N, Pass@N, pass@k, maj@N,
 their 95 % intervals, the sandbox's counts): pure functions of problem records, part of the
-contract because every results file carries them under these names. Empty denominators give 0.0.
+contract because every results file carries them under these names. An empty denominator
+gives None (JSON null), never 0.0: a rate with nothing behind it is not applicable, and the
+summary's `not_scored` says why (`not_applicable` renders it as `n/a (<reason>)`).
 
 The statistics themselves (bootstrap, Wilson, pass@k) live in `pytest_agenteval.stats`, the
 one layer below this one: the contract's metrics and the layers above (the baseline gate,
@@ -9,7 +11,7 @@ reports, datagen) share one implementation. `unbiased_pass_at_k` stays importabl
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,32 +25,45 @@ from pytest_agenteval.stats.proportions import clustered_proportion
 BOOTSTRAP_ITERATIONS = 1000
 
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return float(numerator) / denominator if denominator else 0.0
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return float(numerator) / denominator if denominator else None
 
 
-def average_at_n(records: Sequence[ProblemRecord]) -> float:
+def not_applicable(summary: Mapping[str, Any]) -> str:
+    """How a null metric reads in the terminal, the job summary and the report."""
+    return f"n/a ({summary.get('not_scored') or 'nothing scored'})"
+
+
+def shown(summary: Mapping[str, Any], name: str, digits: int = 3) -> str:
+    """A summary's metric with `digits` decimals, or `n/a (<reason>)` when it is null."""
+    value = summary.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return not_applicable(summary)
+    return f"{value:.{digits}f}"
+
+
+def average_at_n(records: Sequence[ProblemRecord]) -> float | None:
     """Correct generations / generations: the N-sample estimate of pass@1."""
     generations = sum(len(r.generations) for r in records)
     return _ratio(sum(r.num_correct for r in records), generations)
 
 
-def pass_at_n(records: Sequence[ProblemRecord]) -> float:
+def pass_at_n(records: Sequence[ProblemRecord]) -> float | None:
     """Problems with at least one correct generation / problems."""
     return _ratio(sum(r.passed for r in records), len(records))
 
 
-def format_rate(records: Sequence[ProblemRecord]) -> float:
+def format_rate(records: Sequence[ProblemRecord]) -> float | None:
     generations = sum(len(r.generations) for r in records)
     return _ratio(sum(g.score.formatted for r in records for g in r.generations), generations)
 
 
-def mean_code_calls(records: Sequence[ProblemRecord]) -> float:
+def mean_code_calls(records: Sequence[ProblemRecord]) -> float | None:
     generations = sum(len(r.generations) for r in records)
     return _ratio(sum(g.rollout.code_calls for r in records for g in r.generations), generations)
 
 
-def mean_turns(records: Sequence[ProblemRecord]) -> float:
+def mean_turns(records: Sequence[ProblemRecord]) -> float | None:
     generations = sum(len(r.generations) for r in records)
     return _ratio(sum(g.rollout.turns for r in records for g in r.generations), generations)
 
@@ -80,7 +95,7 @@ def majority_correct(record: ProblemRecord) -> bool:
     return any(g.score.correct for g in record.generations if g.score.answer == winner)
 
 
-def maj_at_n(records: Sequence[ProblemRecord]) -> float:
+def maj_at_n(records: Sequence[ProblemRecord]) -> float | None:
     return _ratio(sum(majority_correct(r) for r in records), len(records))
 
 

@@ -4,6 +4,7 @@ and gate table appended to `$GITHUB_STEP_SUMMARY` when it is set."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -56,9 +57,14 @@ def suite_properties(
         for metric in SUITE_METRICS.get(suite_kind(summary), ()):
             if isinstance(summary.get(metric), (int, float)):
                 properties.append((f"{name}.{metric}", _number(summary[metric])))
+            elif metric in summary:  # null: nothing scored
+                properties.append((f"{name}.{metric}", "n/a"))
         for category, values in (summary.get("per_category") or summary.get("per_level") or {}).items():
             properties.append((f"{name}.{category}.accuracy", _number(values.get("accuracy"))))
         properties.append((f"{name}.complete", str(bool(summary.get("complete"))).lower()))
+        for field in ("incomplete", "not_scored"):  # why, when it is so
+            if summary.get(field):
+                properties.append((f"{name}.{field}", str(summary[field])))
     for index, result in enumerate(gates, 1):
         verdict = "PASS" if result.passed else "FAIL"
         properties.append((f"{PREFIX}.gate.{index}", f"{verdict} {result.gate.expression} ({result.reason})"))
@@ -68,9 +74,20 @@ def suite_properties(
     return properties
 
 
-def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> None:
+def verdict_cases(gates: Sequence[Any], comparisons: Sequence[Any]) -> list[tuple[str, str, bool]]:
+    """(name, reason, passed) of each verdict that decides the run: one JUnit testcase each,
+    so a dashboard is red exactly when the job is (the unsolved items it forgives are xfailed)."""
+    cases = [(r.gate.expression, r.reason, r.passed) for r in gates]
+    cases += [(f"baseline {c.suite}.{c.metric}", c.reason, c.passed) for c in comparisons]
+    return cases
+
+
+def add_suite_properties(
+    path: Path, properties: Sequence[tuple[str, str]], verdicts: Sequence[tuple[str, str, bool]] = ()
+) -> None:
     """Put the properties first in the <testsuite> pytest wrote (after its own, e.g.
-    `record_testsuite_property`), atomically."""
+    `record_testsuite_property`), and one testcase per verdict (`verdict_cases`) last,
+    with the suite's counts, atomically."""
     import xml.etree.ElementTree as ET  # at the end of a --junitxml run only
 
     tree = ET.parse(path)
@@ -83,9 +100,29 @@ def add_suite_properties(path: Path, properties: Sequence[tuple[str, str]]) -> N
         suite.insert(0, node)
     for name, value in properties:
         ET.SubElement(node, "property", name=name, value=value)
+    for name, reason, passed in verdicts:
+        case = ET.SubElement(suite, "testcase", classname=f"{PREFIX}.gate", name=name, time="0")
+        if not passed:
+            ET.SubElement(case, "failure", message=reason).text = f"{name}: {reason}"
+            suite.set("failures", str(int(suite.get("failures", "0")) + 1))
+        suite.set("tests", str(int(suite.get("tests", "0")) + 1))
     partial = path.with_name(path.name + ".partial")
     tree.write(partial, encoding="utf-8", xml_declaration=True)
     os.replace(partial, path)
+
+
+def run_heading(summary: Mapping[str, Any]) -> str:
+    """A suite's heading in the job summary: its mode and model, so two runs of one job
+    (a matrix) can be told apart: `aime25 · retool · Qwen3-0.6B (llama)`."""
+    model = summary.get("model") or {}
+    name = model.get("name") or summary.get("base_model") or "model?"
+    backend = f" ({model['backend']})" if model.get("backend") else ""
+    parts = [
+        str(summary.get("suite")),
+        *([str(summary["mode"])] if summary.get("mode") else []),
+        f"{name}{backend}",
+    ]
+    return " · ".join(parts)
 
 
 def step_summary(
@@ -99,9 +136,18 @@ def step_summary(
 
     label = str(summaries[0].get("base_model") or "this run") if summaries else "this run"
     run = Run(label, Path("."), {s["suite"]: SuiteRun(s, {}) for s in summaries})
+    by_name = {s["suite"]: s for s in summaries}
     lines = ["## pytest-agenteval", ""]
     for report in build([run]):
-        lines += table_lines(headline_table(report), "###")
+        summary = by_name[report.name]
+        table = headline_table(report)
+        block = table_lines(dataclasses.replace(table, title=run_heading(summary)), "###")
+        if not summary.get("complete", True):  # under the heading: a line after a table is a row
+            block[2:2] = [
+                f"**INCOMPLETE**: {summary.get('incomplete') or 'not every problem was scored'}",
+                "",
+            ]
+        lines += block
     if gates or comparisons:
         lines += ["### Gates", "", "| Gate | Verdict | Value | Why |", "|---|---|---|---|"]
         for r in gates:
@@ -134,7 +180,9 @@ class CiOutputs:
         xml = session.config.stash.get(xml_key, None)
         if xml is not None and Path(xml.logfile).is_file():
             add_suite_properties(
-                Path(xml.logfile), suite_properties(c.summaries, c.gate_results, c.comparisons)
+                Path(xml.logfile),
+                suite_properties(c.summaries, c.gate_results, c.comparisons),
+                verdict_cases(c.gate_results, c.comparisons),
             )
         target = os.environ.get("GITHUB_STEP_SUMMARY")
         if target:

@@ -83,17 +83,28 @@ def _resolve(summary: Mapping[str, Any], path: str) -> Any:
 
 
 def evaluate_gate(gate: Gate, summaries: Mapping[str, Mapping[str, Any]]) -> GateResult:
-    """Fail closed: a missing suite, a missing or non-numeric metric, or an incomplete
-    run fails the gate."""
+    """Fail closed: a missing suite, a missing, n/a (null: nothing scored) or non-numeric
+    metric, or an incomplete run fails the gate, with a reason that says which."""
     summary = summaries.get(gate.suite)
     if summary is None:
         return GateResult(gate, False, None, f"no results for suite {gate.suite}")
     value = _resolve(summary, gate.metric)
+    if value is None and summary.get("not_scored"):  # a metric with nothing behind it
+        return GateResult(
+            gate, False, None, f"{gate.metric} is n/a ({summary['not_scored']}): gates fail closed"
+        )
+    if value is None:
+        return GateResult(
+            gate, False, None, f"{gate.metric} is n/a (no value in the summary): gates fail closed"
+        )
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return GateResult(gate, False, None, f"{gate.metric} is {value!r}, not a number")
     number = float(value)
     if not summary.get("complete", False):
-        return GateResult(gate, False, number, "run incomplete: gates fail closed")
+        why = summary.get("incomplete")
+        return GateResult(
+            gate, False, number, f"run incomplete{f' ({why})' if why else ''}: gates fail closed"
+        )
     passed = _OPERATORS[gate.op](number, gate.threshold)
     verdict = "holds" if passed else "does not hold"
     return GateResult(gate, passed, number, f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}")

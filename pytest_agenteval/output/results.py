@@ -281,6 +281,23 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
+def not_scored_reason(scored: int, errored: int, missing: int) -> str | None:
+    """The summary's `not_scored`, why its metrics are null: None when something was
+    scored, else e.g. `0 of 2 problems scored: 2 errored, 0 missing`."""
+    if scored:
+        return None
+    return f"0 of {scored + errored + missing} problems scored: {errored} errored, {missing} missing"
+
+
+def incomplete_reason(items: int, errored: int, missing: int, interrupted: bool) -> str | None:
+    """The summary's `incomplete`: None for a complete run, else what is missing from it,
+    e.g. `2 of 30 problems errored, 1 missing`, the same line everywhere it is flagged."""
+    if not (errored or missing or interrupted):
+        return None
+    line = f"{errored} of {items} problems errored, {missing} missing"
+    return line + ", interrupted" if interrupted else line
+
+
 def token_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
     """The run's tokens: the sum of the requests' usage (a request of `n` samples once)."""
     counted = [counted_tokens(g.rollout) for r in records for g in r.generations]

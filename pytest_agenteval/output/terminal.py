@@ -15,9 +15,20 @@ def _fmt(value: Any) -> str:
 
 
 def _with_ci(summary: Mapping[str, Any], name: str) -> str:
+    if summary.get(name) is None:  # nothing scored: no number, and why
+        from pytest_agenteval.api.metrics import not_applicable  # numpy: at the end of a run only
+
+        return not_applicable(summary)
     interval = (summary.get("ci95") or {}).get(name)
     value = _fmt(summary.get(name))
     return f"{value}  [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else value
+
+
+def incomplete_line(summary: Mapping[str, Any]) -> str | None:
+    """`INCOMPLETE: 2 of 30 problems errored, 1 missing`, for a run that is not complete."""
+    if summary.get("complete", True):
+        return None
+    return f"INCOMPLETE: {summary.get('incomplete') or 'not every selected problem was scored'}"
 
 
 def cache_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -74,6 +85,9 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
     rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s"))
     width = max(len(label) for label, _ in rows)
     lines = [f"{summary.get('suite')}"]
+    flag = incomplete_line(summary)
+    if flag:  # first, not only in the problems row: the numbers below are not the model's score
+        lines.append(f"  {flag}")
     lines += [f"  {label:<{width}}  {value}" for label, value in rows]
     return lines
 

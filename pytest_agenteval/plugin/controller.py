@@ -24,6 +24,8 @@ from pytest_agenteval.output.results import (
     ResultsFile,
     StoredRecords,
     default_out_path,
+    incomplete_reason,
+    not_scored_reason,
     package_versions,
     request_totals,
     token_totals,
@@ -102,7 +104,7 @@ class ResultsCollector:
             self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
         if report.failed and not getattr(report, UNSOLVED, False):
             self.unforgivable.setdefault(report.nodeid, report.when)
-        if report.skipped:
+        if report.skipped and not getattr(report, UNSOLVED, False):  # an unsolved item xfailed ran
             self.skipped.add(report.nodeid)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -229,6 +231,7 @@ class ResultsCollector:
         files = {r.nodeid.split("::")[0] for r in records}
         own_missing = [n for n in missing if n.split("::")[0] in files]
         described = suite.describe(settings)
+        summarized = suite.summarize(self._whole(scored) if suite.summarize_reads_texts else scored, settings)
         finished = time.time()
         return {
             "type": "summary",
@@ -239,9 +242,15 @@ class ResultsCollector:
             "model_path": settings.model_path,
             **suite.sampling(settings),
             "val_n": records[0].val_n if records else settings.val_n,
-            **suite.summarize(self._whole(scored) if suite.summarize_reads_texts else scored, settings),
+            **summarized,
             **suite.after_run(self._whole(records), settings),  # exports need the texts
+            # why the metrics are null (nothing scored), else null; a suite may say it first
+            "not_scored": not_scored_reason(len(scored), len(errored), len(own_missing))
+            or summarized.get("not_scored"),
             "complete": not errored and not own_missing and not interrupted,
+            "incomplete": incomplete_reason(
+                len(records) + len(own_missing), len(errored), len(own_missing), interrupted
+            ),
             "errors": {
                 "items": len(errored),
                 "problem_ids": [r.problem_id for r in errored],

@@ -380,6 +380,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and call.excinfo is not None:
         if isinstance(call.excinfo.value, Unsolved):  # travels to the xdist controller with the report
             setattr(report, UNSOLVED, True)
+            _xfail_under_a_gate(item.config, report, call.excinfo.value)
     if call.when == "setup":  # the record travels once, with the setup report
         records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
@@ -388,6 +389,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
             item.user_properties.extend(item_properties(records[0]))
     return report
+
+
+def _xfail_under_a_gate(config: pytest.Config, report: pytest.TestReport, unsolved: Unsolved) -> None:
+    """When a gate (or a baseline) decides the run, an unsolved item is an expected outcome:
+    pytest's xfail (`x`, JUnit `<skipped type="pytest.xfail">`, its counts in its JUnit
+    properties), so the terminal, JUnit and the exit status agree (docs/ci.md)."""
+    runtime = config.stash.get(RUNTIME, None)
+    if runtime is not None and (runtime.settings.gates or runtime.settings.compare):
+        report.outcome, report.longrepr = "skipped", None
+        report.wasxfail = f"unsolved, a gate decides the run: {unsolved.msg}"
 
 
 @pytest.hookimpl(tryfirst=True)

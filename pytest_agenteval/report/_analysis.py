@@ -34,6 +34,7 @@ class Row:
     best: bool
     delta: Delta | None
     stop_reasons: Mapping[str, int]
+    incomplete: str | None = None  # why the run is not complete (then never ranked), else None
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,10 @@ def build(runs: Sequence[Run], reference: int = 0, tolerance: float = 0.0) -> li
         kind = suite_kind(base.summary)
         metric = HEADLINE.get(name, "average_at_n") if kind != "other" else HEADLINE.get(name, "accuracy")
         values = [_number(s.summary.get(metric)) for _, s in present]
-        best_value = max((v for v in values if v is not None), default=None)
-        best_index = values.index(best_value) if best_value is not None and len(present) > 1 else None
+        # only complete runs with a value are ranked: an incomplete one's number is not a score
+        ranked = [v if _complete(s.summary) else None for (_, s), v in zip(present, values, strict=True)]
+        best_value = max((v for v in ranked if v is not None), default=None)
+        best_index = ranked.index(best_value) if best_value is not None and len(present) > 1 else None
         rows = []
         for index, ((run, suite), value) in enumerate(zip(present, values, strict=True)):
             is_reference = run is runs[reference]
@@ -136,11 +139,20 @@ def build(runs: Sequence[Run], reference: int = 0, tolerance: float = 0.0) -> li
                     best=index == best_index,
                     delta=None if is_reference else _delta(base, suite, tolerance),
                     stop_reasons=_stop_reasons(suite),
+                    incomplete=None if _complete(suite.summary) else _incomplete(suite.summary),
                 )
             )
         changes = {run.label: _changes(base, suite) for run, suite in present if run is not runs[reference]}
         reports.append(SuiteReport(name, kind, tuple(rows), changes))
     return reports
+
+
+def _complete(summary: Mapping[str, Any]) -> bool:
+    return bool(summary.get("complete", True))  # a summary without the field: a complete run
+
+
+def _incomplete(summary: Mapping[str, Any]) -> str:
+    return str(summary.get("incomplete") or "not every selected problem was scored")
 
 
 def _number(value: Any) -> float | None:

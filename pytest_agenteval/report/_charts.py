@@ -57,11 +57,15 @@ def _percent_axis(axis: Any, top: float = 1.08) -> None:
 
 
 def _labels(rows: Sequence[Row]) -> list[str]:
-    return [f"{r.label}\n(best)" if r.best else r.label for r in rows]  # DejaVu has no star
+    return [f"{r.label}\n({_mark(r)})" if _mark(r) else r.label for r in rows]  # DejaVu has no star
 
 
 def _legend(row: Row) -> str:
-    return f"{row.label} (best)" if row.best else row.label
+    return f"{row.label} ({_mark(row)})" if _mark(row) else row.label
+
+
+def _mark(row: Row) -> str:
+    return "best" if row.best else "INCOMPLETE" if row.incomplete else ""
 
 
 def _errors(rows: Sequence[Row], name: str) -> list[list[float]] | None:

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_agenteval.report._analysis import Row, SuiteReport
 
 BEST = "★"
+INCOMPLETE = "INCOMPLETE"  # the marker of a run that is never ranked
 _HEADLINE_NAMES = {"average_at_n": "Average@N", "accuracy": "accuracy"}
 
 
@@ -28,6 +29,8 @@ def pct(value: Any) -> str:
 
 
 def with_ci(summary: Mapping[str, Any], name: str) -> str:
+    if summary.get(name) is None and summary.get("not_scored"):  # nothing scored: say why
+        return f"n/a ({summary['not_scored']})"
     interval = (summary.get("ci95") or {}).get(name)
     value = pct(summary.get(name))
     return f"{value} [{pct(interval[0])}, {pct(interval[1])}]" if interval else value
@@ -35,7 +38,12 @@ def with_ci(summary: Mapping[str, Any], name: str) -> str:
 
 def run_label(row: Row) -> str:
     label = row.label + (" (reference)" if row.is_reference else "")
-    return f"{label} {BEST}" if row.best else label
+    return f"{label} {BEST}" if row.best else _marked(label, row)
+
+
+def _marked(label: str, row: Row) -> str:
+    """An incomplete run's label carries why: its numbers are not the model's score."""
+    return f"{label} {INCOMPLETE} ({row.incomplete})" if row.incomplete else label
 
 
 def delta_cells(row: Row) -> tuple[str, str]:
@@ -58,7 +66,7 @@ def headline_table(report: SuiteReport) -> Table:
                 with_ci(s, "average_at_n"),
                 with_ci(s, "pass_at_n"),
                 with_ci(s, "format_rate"),
-                pct(s.get("maj_at_n")),
+                with_ci(s, "maj_at_n") if s.get("maj_at_n") is None else pct(s.get("maj_at_n")),
             )
             for s in (r.suite.summary for r in report.rows)
         ]
@@ -69,11 +77,12 @@ def headline_table(report: SuiteReport) -> Table:
             for r, s in ((r, r.suite.summary) for r in report.rows)
         ]
     if len(report.rows) == 1:  # one run (a job summary): no reference, no deltas
-        return Table(report.name, header, ((report.rows[0].label, *cells[0]),))
+        return Table(report.name, header, ((_marked(report.rows[0].label, report.rows[0]), *cells[0]),))
     rows = tuple((run_label(r), *c, *delta_cells(r)) for r, c in zip(report.rows, cells, strict=True))
     metric = report.rows[0].headline
     note = (
-        f"{BEST} best {_HEADLINE_NAMES.get(metric, metric)}. Δ = run - {reference} in percentage points "
+        f"{BEST} best {_HEADLINE_NAMES.get(metric, metric)} of the complete runs ({INCOMPLETE} ones are "
+        f"never ranked). Δ = run - {reference} in percentage points "
         "over the problems both ran; the verdict is the paired bootstrap `--agenteval-compare` applies."
     )
     return Table(report.name, (*header, *delta_header), rows, note)
@@ -103,14 +112,18 @@ def tool_table(report: SuiteReport) -> Table | None:
     rows = tuple(
         (
             r.label,
-            f"{s.get('mean_code_calls', 0):.2f}",
-            f"{s.get('mean_turns', 0):.2f}",
+            _two(s.get("mean_code_calls")),
+            _two(s.get("mean_turns")),
             pct((s.get("sandbox") or {}).get("success_rate")),
             str((s.get("sandbox") or {}).get("timeout", 0)),
         )
         for r, s in zip(report.rows, summaries, strict=True)
     )
     return Table("Tool use", ("Run", "code calls / gen", "turns / gen", "code ok", "timeouts"), rows)
+
+
+def _two(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "-"  # None: no generation
 
 
 def bfcl_tables(report: SuiteReport) -> list[Table]:

@@ -178,25 +178,25 @@ GROUPS = [
 ]
 
 
-def test_an_empty_run_gives_zeros_and_nulls():
-    summary = summarize_bfcl([])
+def test_an_empty_run_is_not_applicable_never_zero():
+    summary = summarize_bfcl([])  # every item errored: nothing behind a rate (issue 25 item 2)
     assert summary == {
         "items": 0,
         "correct": 0,
-        "accuracy": 0.0,
-        "lenient_accuracy": 0.0,
-        "error_rate": 0.0,
+        "accuracy": None,
+        "lenient_accuracy": None,
+        "error_rate": None,
         "per_category": {},
         "overall": None,
-        "overall_official": 0.0,
+        "overall_official": None,
         "groups": dict.fromkeys(GROUPS),
-        "groups_official": dict.fromkeys(GROUPS, 0.0),
-        "weighted_accuracy": 0.0,
-        "parameter_accuracy": 0.0,
+        "groups_official": None,
+        "weighted_accuracy": None,
+        "parameter_accuracy": None,
         "relevance": {
-            "precision": 0.0,
-            "recall": 0.0,
-            "f1": 0.0,
+            "precision": None,
+            "recall": None,
+            "f1": None,
             "tp": 0,
             "fp": 0,
             "fn": 0,

@@ -55,7 +55,36 @@ SUMMARY = {"aime25": {"complete": True, "average_at_n": 0.25, "pass_at_k": {"1":
         ("aime25.average_at_n > 0.25", SUMMARY, False, "0.2500 > 0.25 does not hold"),
         ("aime25.pass_at_k.1 < 0.3", SUMMARY, True, "0.2500 < 0.3 holds"),
         ("bfcl.accuracy >= 0", SUMMARY, False, "no results for suite bfcl"),
-        ("aime25.nothing >= 0", SUMMARY, False, "nothing is None, not a number"),
+        (
+            "aime25.nothing >= 0",
+            SUMMARY,
+            False,
+            "nothing is n/a (no value in the summary): gates fail closed",
+        ),
+        (
+            "aime25.average_at_n >= 0",
+            {
+                "aime25": {
+                    "average_at_n": None,
+                    "complete": False,
+                    "not_scored": "0 of 2 problems scored: 2 errored, 0 missing",
+                }
+            },
+            False,
+            "average_at_n is n/a (0 of 2 problems scored: 2 errored, 0 missing): gates fail closed",
+        ),
+        (
+            "aime25.average_at_n <= 1",
+            {
+                "aime25": {
+                    **SUMMARY["aime25"],
+                    "complete": False,
+                    "incomplete": "1 of 3 problems errored, 0 missing",
+                }
+            },
+            False,
+            "run incomplete (1 of 3 problems errored, 0 missing): gates fail closed",
+        ),
         ("aime25.model >= 0", SUMMARY, False, "model is 'x', not a number"),
         ("aime25.complete >= 0", SUMMARY, False, "complete is True, not a number"),
         (

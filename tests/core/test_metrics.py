@@ -16,6 +16,7 @@ from pytest_agenteval.api.metrics import (
     mean_turns,
     pass_at_k_curve,
     pass_at_n,
+    shown,
     summarize_math,
     unbiased_pass_at_k,
 )
@@ -61,9 +62,40 @@ def test_mean_code_calls_and_turns_are_per_generation() -> None:
     assert mean_turns(RECORDS) == (4 * 3 + 8 * 1) / 12
 
 
-@pytest.mark.parametrize("metric", [average_at_n, pass_at_n, format_rate, maj_at_n, mean_turns])
-def test_empty_denominators_give_zero(metric) -> None:
-    assert metric([]) == 0.0
+@pytest.mark.parametrize(
+    "metric", [average_at_n, pass_at_n, format_rate, maj_at_n, mean_code_calls, mean_turns]
+)
+def test_empty_denominators_are_not_applicable_never_zero(metric) -> None:
+    assert metric([]) is None  # nothing scored is no score: n/a, not 0.0 (issue 25 item 2)
+
+
+def test_a_summary_of_nothing_scored_has_no_number() -> None:
+    summary = summarize_math([])
+    assert {k: summary[k] for k in ("average_at_n", "pass_at_n", "format_rate", "maj_at_n", "pass_at_k")} == {
+        "average_at_n": None,
+        "pass_at_n": None,
+        "format_rate": None,
+        "maj_at_n": None,
+        "pass_at_k": {},
+    }
+    assert summary["ci95"] == dict.fromkeys(("average_at_n", "pass_at_n", "format_rate", "maj_at_n"))
+    sandbox = summary["sandbox"]
+    assert (sandbox["success_rate"], sandbox["error_rate"], sandbox["timeout_rate"]) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("summary", "text"),
+    [
+        ({"average_at_n": 0.25}, "0.250"),
+        ({"average_at_n": 0}, "0.000"),
+        ({"average_at_n": None, "not_scored": "0 of 2 problems scored: 2 errored, 0 missing"},
+         "n/a (0 of 2 problems scored: 2 errored, 0 missing)"),
+        ({"average_at_n": None}, "n/a (nothing scored)"),
+        ({}, "n/a (nothing scored)"),
+    ],
+)  # fmt: skip
+def test_shown_says_n_a_with_the_reason(summary: dict, text: str) -> None:
+    assert shown(summary, "average_at_n") == text
 
 
 @pytest.mark.parametrize(

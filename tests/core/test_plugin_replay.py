@@ -58,7 +58,7 @@ def test_results_are_identical_with_two_workers(run_suite, replay: Path) -> None
 
 def test_failures_alone_pass_a_gate(run_suite, replay: Path) -> None:
     result, _ = run_suite(f"--model-path=replay:{replay}", "--agenteval-gate", "aime25.average_at_n >= 0.5")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, xfailed=1)  # with a gate, an unsolved item is xfailed (docs/ci.md)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["gate PASS  aime25.average_at_n >= 0.5  (0.5000 >= 0.5 holds)"])
 
@@ -94,7 +94,11 @@ def test_missing_generations_are_errors_and_gates_fail_closed(run_suite, pyteste
     assert "no recorded generation for problem 2 sample 1" in problems[2]["error"]
     assert (summary["complete"], summary["errors"]["problem_ids"], summary["problems"]) == (False, [2], 3)
     result.stdout.fnmatch_lines(
-        ["gate FAIL  aime25.average_at_n >= 0.0  (run incomplete: gates fail closed)"]
+        [
+            "  INCOMPLETE: 1 of 4 problems errored, 0 missing",
+            "gate FAIL  aime25.average_at_n >= 0.0  (run incomplete (1 of 4 problems errored, 0 missing): "
+            "gates fail closed)",
+        ]
     )
 
 

@@ -75,7 +75,10 @@ def test_unscored_items_are_left_out_of_accuracy() -> None:
 
 def test_test_split_without_answers() -> None:
     summary = summarize_gaia([_item(1, None, tokens=10), _item(3, None, tokens=30)])
-    assert summary["accuracy"] == 0.0
+    assert summary["accuracy"] is None  # nothing to compare: n/a, never 0.0 (issue 25 item 2)
+    assert summary["not_scored"] == (
+        "0 of 2 items scored: none has an answer to compare (the test split's are private)"
+    )
     assert summary["per_level"] == {}
     assert summary["drop_rates"] == {"1->2": None, "2->3": None}
     assert (summary["tokens_total"], summary["tokens_mean"]) == (40, 20.0)
@@ -86,9 +89,10 @@ def test_empty_results() -> None:
         "items": 0,
         "scored": 0,
         "correct": 0,
-        "accuracy": 0.0,
+        "accuracy": None,
+        "not_scored": None,  # no items: the controller says why (0 of N problems scored)
         "errors": 0,
-        "error_rate": 0.0,
+        "error_rate": None,
         "per_level": {},
         "drop_rates": {"1->2": None, "2->3": None},
         "mean_steps_correct": None,

@@ -112,25 +112,32 @@ class Aime25(Suite):
         }
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+        from pytest_agenteval.api.metrics import shown  # numpy: off the start-up path
+
         rows = [("mode / scorer", f"{summary.get('mode')} / {summary.get('scorer')}")]
         if summary.get("mode") == "retool":
             rows.append(
                 (
                     "code calls / turns",
-                    f"{summary.get('mean_code_calls', 0):.2f} / "
-                    f"{summary.get('mean_turns', 0):.2f} per generation",
+                    f"{shown(summary, 'mean_code_calls', 2)} / "
+                    f"{shown(summary, 'mean_turns', 2)} per generation",
                 )
             )
             rows.append(("sandbox", sandbox_line(summary.get("sandbox") or {})))
         return rows
 
 
+def _rate(stats: Mapping[str, Any], name: str) -> str:
+    value = stats.get(name)
+    return "-" if value is None else f"{value:.2f}"  # None: no calls
+
+
 def sandbox_line(stats: Mapping[str, Any]) -> str:
     latency = stats.get("latency_ms") or {}
     levels = stats.get("containment") or []
     line = (
-        f"{stats.get('calls', 0)} calls, ok {stats.get('success_rate', 0):.2f}, error "
-        f"{stats.get('error_rate', 0):.2f}, timeout {stats.get('timeout_rate', 0):.2f}; "
+        f"{stats.get('calls', 0)} calls, ok {_rate(stats, 'success_rate')}, error "
+        f"{_rate(stats, 'error_rate')}, timeout {_rate(stats, 'timeout_rate')}; "
         f"p50 {_ms(latency.get('p50'))} p95 {_ms(latency.get('p95'))}; "
         f"containment {', '.join(levels) or '-'}"
     )

@@ -54,8 +54,9 @@ class BfclItemResult:
     params_correct: int
 
 
-def _rate(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator else 0.0
+def _rate(numerator: float, denominator: float) -> float | None:
+    """None (n/a) for an empty denominator: a rate with nothing behind it is no score."""
+    return numerator / denominator if denominator else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -66,7 +67,8 @@ def _mean(values: Sequence[float | None]) -> float | None:
 def summarize_bfcl(
     results: Sequence[BfclItemResult], weights: Mapping[str, float] | None = None
 ) -> dict[str, Any]:
-    """Every BFCL metric of a run; empty inputs give 0.0 (rates) or ``None`` (groups).
+    """Every BFCL metric of a run; empty inputs give ``None`` (n/a), never 0.0: no items,
+    no ``accuracy`` and no leaderboard ``overall_official``.
 
     ``groups`` follow the official summary formulas (``eval_runner_helper``),
     computed over the categories PRESENT in ``results``, since users select
@@ -98,9 +100,9 @@ def summarize_bfcl(
         "error_rate": _rate(len(results) - correct, len(results)),
         "per_category": per_category,
         "overall": groups["overall"],
-        "overall_official": official["overall"],
+        "overall_official": official["overall"] if results else None,
         "groups": groups,
-        "groups_official": official,
+        "groups_official": official if results else None,
         "weighted_accuracy": weighted_accuracy(per_category, weights),
         "parameter_accuracy": _rate(sum(r.params_correct for r in results), params_total),
         "relevance": relevance_detection(results),
@@ -175,7 +177,7 @@ def official_groups(per_category: Mapping[str, Mapping[str, Any]]) -> dict[str, 
     groups = {
         "simple": simple,
         "non_live": non_live,
-        "live": _rate(sum(accuracy(c) * count(c) for c in LIVE_AST), live_total),
+        "live": sum(accuracy(c) * count(c) for c in LIVE_AST) / live_total,  # counts are never 0
         "irrelevance": mean(IRRELEVANCE),
         "relevance": accuracy("live_relevance"),
         "multi_turn": mean(MULTI_TURN),
@@ -190,8 +192,8 @@ def official_groups(per_category: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 
 def weighted_accuracy(
     per_category: Mapping[str, Mapping[str, Any]], weights: Mapping[str, float] | None = None
-) -> float:
-    """sum(w_c * acc_c) / sum(w_c) over present categories with a weight; 0.0 if none."""
+) -> float | None:
+    """sum(w_c * acc_c) / sum(w_c) over present categories with a weight; None if none."""
     if weights is None:
         weights = {category: 1.0 for category in per_category}
     negative = sorted(category for category, weight in weights.items() if weight < 0)
@@ -202,7 +204,7 @@ def weighted_accuracy(
     return _rate(numerator, sum(used.values()))
 
 
-def relevance_detection(results: Sequence[BfclItemResult]) -> dict[str, float | int]:
+def relevance_detection(results: Sequence[BfclItemResult]) -> dict[str, float | int | None]:
     """Call detection as binary classification: positive = a call is expected. Over the
     single-turn categories only (a multi-turn entry expects calls in most turns)."""
     results = [r for r in results if r.category in CATEGORIES]
@@ -214,12 +216,16 @@ def relevance_detection(results: Sequence[BfclItemResult]) -> dict[str, float | 
     return {
         "precision": precision,
         "recall": recall,
-        "f1": _rate(2 * precision * recall, precision + recall),
+        "f1": None if precision is None or recall is None else _f1(precision, recall),
         "tp": tp,
         "fp": fp,
         "fn": fn,
         "tn": tn,
     }
+
+
+def _f1(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
 
 
 def error_type_counts(results: Sequence[BfclItemResult]) -> dict[str, int]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.metrics import accuracy_intervals
+from pytest_agenteval.api.metrics import accuracy_intervals, not_applicable, shown
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
@@ -244,20 +244,18 @@ class Bfcl(Suite):
         return {"exported": [str(p) for p in paths], "bfcl_evaluate": command}
 
     def summary_rows(self, summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-        rows = [
-            (
-                "accuracy",
-                f"{summary.get('accuracy', 0):.3f} (lenient {summary.get('lenient_accuracy', 0):.3f})",
-            )
-        ]
+        if summary.get("accuracy") is None:  # nothing scored: no number, and why
+            rows = [("accuracy", not_applicable(summary))]
+        else:
+            rows = [("accuracy", f"{summary['accuracy']:.3f} (lenient {shown(summary, 'lenient_accuracy')})")]
         for category, values in (summary.get("per_category") or {}).items():
             rows.append(
                 (f"  {category}", f"{values['accuracy']:.3f} ({values['correct']}/{values['total']})")
             )
         groups = summary.get("groups") or {}
-        rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
-        if summary.get("overall_official") is not None:
-            rows.append(("overall (leaderboard)", f"{summary['overall_official']:.3f}"))
+        if any(v is not None for v in groups.values()):
+            rows.append(("groups", "  ".join(f"{k} {v:.3f}" for k, v in groups.items() if v is not None)))
+        rows.append(("overall (leaderboard)", shown(summary, "overall_official")))
         spread = summary.get("format_sensitivity")
         if spread:
             rows.append(

@@ -15,7 +15,8 @@
   ``latency_p50_s``, ``latency_p95_s``; linear-interpolated percentiles)
   over every item.
 
-Empty denominators give 0.0 for rates and None (JSON null) for means.
+Empty denominators give None (JSON null, n/a) for rates and means, never 0.0. With
+items but none scored, ``not_scored`` says why (else it is None).
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def summarize_gaia(results: Iterable[GaiaItemResult]) -> dict[str, Any]:
         "scored": len(scored),
         "correct": len(correct),
         "accuracy": _rate(len(correct), len(scored)),
+        "not_scored": (
+            f"0 of {len(items)} items scored: none has an answer to compare (the test split's are private)"
+            if items and not scored
+            else None
+        ),
         "errors": errors,
         "error_rate": _rate(errors, len(items)),
         "per_level": per_level,
@@ -112,8 +118,8 @@ def _drop_rates(per_level: dict[str, dict[str, Any]]) -> dict[str, float | None]
     return rates
 
 
-def _rate(numerator: int, denominator: int) -> float:
-    return numerator / denominator if denominator else 0.0
+def _rate(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.metrics import accuracy_intervals
+from pytest_agenteval.api.metrics import accuracy_intervals, shown
 from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score, content_hash
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite, shown_answers
 from pytest_agenteval.config.options import Settings
@@ -175,7 +175,7 @@ class Gaia(Suite):
         rows = [
             (
                 "exact match",
-                f"{summary.get('accuracy', 0):.3f} ({summary.get('correct')}/{summary.get('scored')} scored)",
+                f"{shown(summary, 'accuracy')} ({summary.get('correct')}/{summary.get('scored')} scored)",
             )
         ]
         for level, values in levels.items():
