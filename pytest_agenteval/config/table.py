@@ -147,6 +147,7 @@ OPTIONS: tuple[Option, ...] = (
             1,
             "ask endpoints for this many samples per request (`n`); 1 keeps every sample's own seed",
             int,
+            applies_to=("aime25:text-only",),
         ),
         Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
         Option(
@@ -180,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
             "(token-in/token-out: vLLM /tokenize and /v1/completions with token ids); in-process "
             "models always continue from their tokens",
             choices=("messages", "tokens"),
+            applies_to=("aime25:retool",),
         ),
         Option(
             "tokenizer",
@@ -191,11 +193,27 @@ OPTIONS: tuple[Option, ...] = (
     ),
     *topic(
         "Sampling",
-        Option("val_n", "--val-n", 12, "generations per problem (N)", int),
+        Option(
+            "val_n",
+            "--val-n",
+            12,
+            "generations per problem (N)",
+            int,
+            applies_to=("aime25:retool", "aime25:text-only", "bfcl", "gaia"),
+            instead="--datagen-solve",
+        ),
         Option("temperature", "--temperature", 1.0, "sampling temperature", float),
         Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
         Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
-        Option("max_tokens", "--max-tokens", 8192, "max new tokens per completion (text-only)", int),
+        Option(
+            "max_tokens",
+            "--max-tokens",
+            8192,
+            "max new tokens per completion (text-only)",
+            int,
+            applies_to=("aime25:text-only", "bfcl", "datagen"),
+            instead="--max-assistant-tokens",
+        ),
         Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
     ),
     *topic(
@@ -240,31 +258,51 @@ OPTIONS: tuple[Option, ...] = (
         ),
         Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
         Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
+        applies_to=("aime25:retool", "aime25:text-only"),
     ),
     *topic(
-        "Retool budgets",
-        Option("max_code_calls", "--max-code-calls", 4, "retool: code calls per trajectory", int),
-        Option("max_assistant_turns", "--max-assistant-turns", 6, "retool: assistant turns", int),
+        "Agent budgets (AIME retool, the GAIA agent)",
+        Option(
+            "max_code_calls",
+            "--max-code-calls",
+            4,
+            "AIME retool: code calls per trajectory (the GAIA agent: --gaia-max-steps)",
+            int,
+            applies_to=("aime25:retool",),
+        ),
+        Option(
+            "max_assistant_turns",
+            "--max-assistant-turns",
+            6,
+            "AIME retool: assistant turns per trajectory (the GAIA agent: --gaia-max-steps)",
+            int,
+            applies_to=("aime25:retool",),
+        ),
         Option(
             "max_trajectory_tokens",
             "--max-trajectory-tokens",
             8192,
-            "retool: prompt + all turns, in tokens",
+            "AIME retool and the GAIA agent: prompt + all turns, in tokens",
             int,
+            applies_to=("aime25:retool", "gaia"),
         ),
         Option(
             "max_assistant_tokens",
             "--max-assistant-tokens",
             1024,
-            "retool: new tokens per assistant turn",
+            "AIME retool and the GAIA agent: new tokens per assistant turn (their --max-tokens; "
+            "AIME text-only, BFCL and datagen use --max-tokens)",
             int,
+            applies_to=("aime25:retool", "gaia"),
+            instead="--max-tokens",
         ),
         Option(
             "max_tool_response_tokens",
             "--max-tool-response-tokens",
             512,
-            "retool: tokens of tool output shown to the model (the tail is kept)",
+            "AIME retool and the GAIA agent: tokens of tool output shown to the model (the tail is kept)",
             int,
+            applies_to=("aime25:retool", "gaia"),
         ),
     ),
     *topic(
@@ -284,6 +322,7 @@ OPTIONS: tuple[Option, ...] = (
             "containment: auto (strongest available), basic, landlock, bwrap",
             choices=("auto", "basic", "landlock", "bwrap"),
         ),
+        applies_to=("aime25:retool", "gaia"),
     ),
     *topic(
         "Results, gates and baselines",
@@ -383,6 +422,7 @@ OPTIONS: tuple[Option, ...] = (
             "BFCL web search: base URL of a SerpAPI-compatible search server (default: SerpAPI "
             "itself when SERPAPI_API_KEY is set; else web search items skip)",
         ),
+        applies_to=("bfcl",),
     ),
     *topic(
         "GAIA",
@@ -400,7 +440,13 @@ OPTIONS: tuple[Option, ...] = (
             "compare list answers ignoring order (the design documents' variant; official is in order)",
             bool,
         ),
-        Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns", int),
+        Option(
+            "gaia_max_steps",
+            "--gaia-max-steps",
+            8,
+            "the GAIA default agent: max model turns (and tool calls)",
+            int,
+        ),
         Option(
             "gaia_submission",
             "--gaia-submission",
@@ -416,6 +462,7 @@ OPTIONS: tuple[Option, ...] = (
             "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
             choices=("auto", "native", "text"),
         ),
+        applies_to=("gaia",),
     ),
     *topic(
         "Generated data (datagen)",
@@ -462,5 +509,6 @@ OPTIONS: tuple[Option, ...] = (
             None,
             "human verifications file (default: <data>_verifications.json beside --datagen-path)",
         ),
+        applies_to=("datagen",),
     ),
 )

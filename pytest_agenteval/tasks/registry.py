@@ -15,10 +15,18 @@ BUILTIN_SUITES = {
     "datagen": "pytest_agenteval.tasks.datagen.suite:Datagen",
 }
 
-# Top-level summary keys of the built-in suites, so a gate typo fails at start-up.
-MATH_METRICS = (
+# The numeric summary fields of the built-in suites a gate may name, so a typo or a field
+# that is not a number fails at start-up. `<name>` stands for any one key (pass_at_k.<k>:
+# pass_at_k.1 ... pass_at_k.N); a template ending in `.<...>` for any deeper path.
+_COMMON = (
     "problems",
     "generations",
+    "tokens.prompt",
+    "tokens.completion",
+    "requests.<counter>",
+    "harness.<measure>",
+)
+MATH_METRICS = _COMMON + (
     "average_at_n",
     "pass_at_n",
     "format_rate",
@@ -27,36 +35,36 @@ MATH_METRICS = (
     "correct_generations",
     "passed_problems",
     "maj_at_n",
-    "pass_at_k",
-    "ci95",
-    "errors",
-    "tokens",
-    "requests",
-    "sandbox",
-    "backend",
-    "harness",
+    "pass_at_k.<k>",
+    "errors.items",
+    "sandbox.<counter>",
 )
-_COMMON = ("problems", "generations", "errors", "tokens", "requests", "backend", "harness")
 BFCL_METRICS = _COMMON + (
+    "items",
+    "correct",
     "accuracy",
     "lenient_accuracy",
-    "per_category",
-    "groups",
-    "groups_official",
-    "weighted_accuracy",
     "error_rate",
+    "overall",
+    "overall_official",
+    "weighted_accuracy",
     "parameter_accuracy",
-    "relevance",
-    "error_types",
+    "errors.items",
+    "per_category.<category>.<measure>",
+    "groups.<group>",
+    "groups_official.<group>",
+    "relevance.<measure>",
+    "error_types.<type>",
 )
 GAIA_METRICS = _COMMON + (
     "items",
     "scored",
     "correct",
     "accuracy",
+    "errors",
     "error_rate",
-    "per_level",
-    "drop_rates",
+    "per_level.<level>.<measure>",
+    "drop_rates.<levels>",
     "mean_steps_correct",
     "mean_annotator_steps_correct",
     "mean_annotator_steps",
@@ -66,13 +74,43 @@ GAIA_METRICS = _COMMON + (
     "latency_p50_s",
     "latency_p95_s",
 )
-DATAGEN_METRICS = _COMMON + ("judge", "winrate", "panel", "checks", "human", "load", "gate_presets")
+DATAGEN_METRICS = _COMMON + (
+    "judge.<...>",
+    "winrate.<...>",
+    "panel.<...>",
+    "checks.<...>",
+    "human.<...>",
+    "load.<...>",
+    "gate_presets.<...>",
+)
 KNOWN_METRICS: dict[str, tuple[str, ...]] = {
     "aime25": MATH_METRICS,
     "bfcl": BFCL_METRICS,
     "gaia": GAIA_METRICS,
     "datagen": DATAGEN_METRICS,
 }
+
+
+def builtin_kind(suite: Suite) -> str | None:
+    """The built-in suite a suite is or derives from (a subclass of Aime25 named `mymath`
+    is aime25: same metrics, same options), or None for a suite of its own."""
+    for cls in type(suite).__mro__:
+        for name, target in BUILTIN_SUITES.items():
+            module, _, attribute = target.partition(":")
+            inside = cls.__module__ == module or cls.__module__.startswith(module + ".")
+            if inside and cls.__qualname__ == attribute:
+                return name
+    return None
+
+
+def suite_of_file(path: Path) -> Suite | None:
+    """The `agenteval_suite` of a collected test file, imported as the xdist controller
+    imports it for its summary (the same object then serves the summary)."""
+    suite = _from_file(path)
+    if suite is not None:
+        remember(suite)
+    return suite
+
 
 _instances: dict[str, Suite] = {}
 
