@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from pytest_agenteval.config.option import Option, topic
 
+# Where a suite-specific option has an effect (`Option.applies_to`, by `suite_tag`).
+AIME = ("aime25:retool", "aime25:text-only")
+RETOOL = ("aime25:retool",)
+AGENT = ("aime25:retool", "gaia")  # the tool loops: retool and the GAIA default agent
+
 OPTIONS: tuple[Option, ...] = (
     *topic(
         "Model",
@@ -199,7 +204,7 @@ OPTIONS: tuple[Option, ...] = (
             12,
             "generations per problem (N)",
             int,
-            applies_to=("aime25:retool", "aime25:text-only", "bfcl", "gaia"),
+            applies_to=(*AIME, "bfcl", "gaia"),
             instead="--datagen-solve",
         ),
         Option("temperature", "--temperature", 1.0, "sampling temperature", float),
@@ -258,52 +263,31 @@ OPTIONS: tuple[Option, ...] = (
         ),
         Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
         Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
-        applies_to=("aime25:retool", "aime25:text-only"),
+        applies_to=AIME,
     ),
     *topic(
         "Agent budgets (AIME retool, the GAIA agent)",
+        Option("max_code_calls", "--max-code-calls", 4, "code calls per trajectory", int, applies_to=RETOOL),
+        Option("max_assistant_turns", "--max-assistant-turns", 6, "assistant turns", int, applies_to=RETOOL),
         Option(
-            "max_code_calls",
-            "--max-code-calls",
-            4,
-            "AIME retool: code calls per trajectory (the GAIA agent: --gaia-max-steps)",
-            int,
-            applies_to=("aime25:retool",),
-        ),
-        Option(
-            "max_assistant_turns",
-            "--max-assistant-turns",
-            6,
-            "AIME retool: assistant turns per trajectory (the GAIA agent: --gaia-max-steps)",
-            int,
-            applies_to=("aime25:retool",),
-        ),
-        Option(
-            "max_trajectory_tokens",
-            "--max-trajectory-tokens",
-            8192,
-            "AIME retool and the GAIA agent: prompt + all turns, in tokens",
-            int,
-            applies_to=("aime25:retool", "gaia"),
+            "max_trajectory_tokens", "--max-trajectory-tokens", 8192, "prompt + all turns, in tokens", int
         ),
         Option(
             "max_assistant_tokens",
             "--max-assistant-tokens",
             1024,
-            "AIME retool and the GAIA agent: new tokens per assistant turn (their --max-tokens; "
-            "AIME text-only, BFCL and datagen use --max-tokens)",
+            "new tokens per assistant turn (the --max-tokens of a tool loop)",
             int,
-            applies_to=("aime25:retool", "gaia"),
             instead="--max-tokens",
         ),
         Option(
             "max_tool_response_tokens",
             "--max-tool-response-tokens",
             512,
-            "AIME retool and the GAIA agent: tokens of tool output shown to the model (the tail is kept)",
+            "tokens of tool output shown to the model (the tail is kept)",
             int,
-            applies_to=("aime25:retool", "gaia"),
         ),
+        applies_to=AGENT,
     ),
     *topic(
         "Sandbox",
@@ -322,7 +306,7 @@ OPTIONS: tuple[Option, ...] = (
             "containment: auto (strongest available), basic, landlock, bwrap",
             choices=("auto", "basic", "landlock", "bwrap"),
         ),
-        applies_to=("aime25:retool", "gaia"),
+        applies_to=AGENT,
     ),
     *topic(
         "Results, gates and baselines",
@@ -440,13 +424,7 @@ OPTIONS: tuple[Option, ...] = (
             "compare list answers ignoring order (the design documents' variant; official is in order)",
             bool,
         ),
-        Option(
-            "gaia_max_steps",
-            "--gaia-max-steps",
-            8,
-            "the GAIA default agent: max model turns (and tool calls)",
-            int,
-        ),
+        Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns and tool calls", int),
         Option(
             "gaia_submission",
             "--gaia-submission",

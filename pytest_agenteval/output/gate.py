@@ -64,9 +64,9 @@ def parse_gate(expression: str) -> Gate:
 
 
 def _matches(template: str, metric: str) -> bool:
-    """`pass_at_k.<k>` matches `pass_at_k.4`; `judge.<...>` any path under `judge`."""
+    """`pass_at_k.<k>` matches `pass_at_k.4`; `judge.<path>` any path under `judge`."""
     want, got = template.split("."), metric.split(".")
-    if want[-1] == "<...>":
+    if want[-1] == "<path>":
         return len(got) >= len(want) and all(
             w == g or w.startswith("<") for w, g in zip(want[:-1], got, strict=False)
         )
@@ -95,7 +95,9 @@ def check_pass_at_k(gate: Gate, samples: int) -> None:
     if parts[0] != "pass_at_k" or len(parts) != 2 or not parts[1].isdigit():
         return
     k = int(parts[1])
-    if not 1 <= k <= samples:
+    if k < 1:
+        raise GateError(f"--agenteval-gate {gate.expression!r}: k starts at 1; use a k within 1-{samples}")
+    if k > samples:
         raise GateError(
             f"--agenteval-gate {gate.expression!r}: k={k} but {gate.suite} runs N={samples} generations "
             f"per problem; use a k within 1-{samples}, or raise --val-n to at least {k}"

@@ -17,7 +17,7 @@ BUILTIN_SUITES = {
 
 # The numeric summary fields of the built-in suites a gate may name, so a typo or a field
 # that is not a number fails at start-up. `<name>` stands for any one key (pass_at_k.<k>:
-# pass_at_k.1 ... pass_at_k.N); a template ending in `.<...>` for any deeper path.
+# pass_at_k.1 ... pass_at_k.N); a template ending in `.<path>` for any deeper path.
 _COMMON = (
     "problems",
     "generations",
@@ -75,13 +75,13 @@ GAIA_METRICS = _COMMON + (
     "latency_p95_s",
 )
 DATAGEN_METRICS = _COMMON + (
-    "judge.<...>",
-    "winrate.<...>",
-    "panel.<...>",
-    "checks.<...>",
-    "human.<...>",
-    "load.<...>",
-    "gate_presets.<...>",
+    "judge.<path>",
+    "winrate.<path>",
+    "panel.<path>",
+    "checks.<path>",
+    "human.<path>",
+    "load.<path>",
+    "gate_presets.<path>",
 )
 KNOWN_METRICS: dict[str, tuple[str, ...]] = {
     "aime25": MATH_METRICS,
