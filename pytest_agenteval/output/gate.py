@@ -73,10 +73,10 @@ def _matches(template: str, metric: str) -> bool:
     return len(want) == len(got) and all(w == g or w.startswith("<") for w, g in zip(want, got, strict=True))
 
 
-def check_metric_name(gate: Gate, known: Mapping[str, tuple[str, ...]], kind: str | None = None) -> None:
-    """For suites whose numeric fields are known up front (by name, or by the built-in
-    suite `kind` they derive from), catch typos and non-numeric fields at start-up."""
-    names = known.get(kind or gate.suite)
+def check_metric_name(gate: Gate, known: Mapping[str, tuple[str, ...]]) -> None:
+    """For suites whose numeric fields are known up front (suite -> templates, see
+    tasks.registry), catch typos and fields that are not numbers at start-up."""
+    names = known.get(gate.suite)
     if names is None or any(_matches(template, gate.metric) for template in names):
         return
     head = gate.metric.split(".")[0]

@@ -28,7 +28,13 @@ from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.plugin.items import declares_suite
-from pytest_agenteval.tasks.registry import KNOWN_METRICS, SuiteImportError, builtin_kind, suite_of_file
+from pytest_agenteval.tasks.registry import (
+    KNOWN_METRICS,
+    SuiteImportError,
+    builtin_kind,
+    numeric_metrics,
+    suite_of_file,
+)
 
 
 def check_endpoint_url(flag: str, url: str) -> None:
@@ -223,7 +229,9 @@ def check_selection(
                         f"{gate.suite}'s tests"
                     )
                 continue
-            check_metric_name(gate, KNOWN_METRICS, builtin_kind(suite))
+            known = numeric_metrics(suite)  # a suite of its own: its fields are its own
+            if known is not None:
+                check_metric_name(gate, {gate.suite: known})
             check_pass_at_k(gate, suite.samples(settings))
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -91,16 +91,33 @@ KNOWN_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-def builtin_kind(suite: Suite) -> str | None:
-    """The built-in suite a suite is or derives from (a subclass of Aime25 named `mymath`
-    is aime25: same metrics, same options), or None for a suite of its own."""
+def _builtin_class(suite: Suite) -> tuple[str, type] | None:
     for cls in type(suite).__mro__:
         for name, target in BUILTIN_SUITES.items():
             module, _, attribute = target.partition(":")
             inside = cls.__module__ == module or cls.__module__.startswith(module + ".")
             if inside and cls.__qualname__ == attribute:
-                return name
+                return name, cls
     return None
+
+
+def builtin_kind(suite: Suite) -> str | None:
+    """The built-in suite a suite is or derives from (a subclass of Aime25 named `mymath`
+    is aime25: it reads the same options), or None for a suite of its own."""
+    found = _builtin_class(suite)
+    return found[0] if found is not None else None
+
+
+def numeric_metrics(suite: Suite) -> tuple[str, ...] | None:
+    """The gateable fields of a suite's summary where known: a built-in's, or those of the
+    built-in it derives from while it keeps that one's `summarize` (one of its own may add
+    fields); None where unknown."""
+    if suite.name in KNOWN_METRICS:
+        return KNOWN_METRICS[suite.name]
+    found = _builtin_class(suite)
+    if found is None or type(suite).summarize is not found[1].summarize:
+        return None
+    return KNOWN_METRICS[found[0]]
 
 
 def suite_of_file(path: Path) -> Suite | None:

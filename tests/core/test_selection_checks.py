@@ -120,11 +120,12 @@ MATH = "its numeric metrics: " + ", ".join(KNOWN_METRICS["aime25"])
 )
 def test_only_numeric_fields_gate(expression: str, kind: str | None, error: str | None) -> None:
     gate = parse_gate(expression)
+    known = {**KNOWN_METRICS, gate.suite: KNOWN_METRICS[kind]} if kind else KNOWN_METRICS
     if error is None:
-        check_metric_name(gate, KNOWN_METRICS, kind)
+        check_metric_name(gate, known)
         return
     with pytest.raises(GateError) as info:
-        check_metric_name(gate, KNOWN_METRICS, kind)
+        check_metric_name(gate, known)
     assert str(info.value).startswith(f"--agenteval-gate {expression!r}: {error}")
 
 
@@ -140,6 +141,32 @@ def test_every_listed_metric_is_a_number_of_a_real_summary() -> None:
         assert any(_matches(t, metric) for t in KNOWN_METRICS["aime25"]), metric
     for metric in ("tokens", "ci95.average_at_n", "model", "config.seed", "pass_at_k"):
         assert not any(_matches(t, metric) for t in KNOWN_METRICS["aime25"]), metric
+
+
+SUBCLASSES = """
+from pytest_agenteval.tasks.aime25 import Aime25
+
+
+class Plain(Aime25):
+    name = "plain"
+
+
+class Extended(Aime25):
+    name = "extended"
+
+    def summarize(self, records, settings):
+        return {**super().summarize(records, settings), "my_score": 1.0}
+"""
+
+
+def test_a_subclass_keeps_its_built_in_fields_unless_it_summarizes_itself(pytester: pytest.Pytester) -> None:
+    from pytest_agenteval.tasks.registry import numeric_metrics
+
+    module = pytester.makepyfile(subclasses=SUBCLASSES)
+    namespace: dict = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    assert numeric_metrics(namespace["Plain"]()) == KNOWN_METRICS["aime25"]
+    assert numeric_metrics(namespace["Extended"]()) is None  # its own fields: not checked
 
 
 @pytest.mark.parametrize(
