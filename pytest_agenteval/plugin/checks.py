@@ -3,6 +3,7 @@ failure one line naming the fix (a `pytest.UsageError`), never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -27,7 +28,7 @@ from pytest_agenteval.models import (
 from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
-from pytest_agenteval.plugin.items import declares_suite
+from pytest_agenteval.plugin.items import declares_suite, suite_files
 from pytest_agenteval.tasks.registry import (
     KNOWN_METRICS,
     SuiteImportError,
@@ -346,6 +347,14 @@ def check_selected(
             terminal.write_line(f"WARNING: agenteval: {line}", yellow=True)
         else:
             sys.stderr.write(f"WARNING: agenteval: {line}\n")
+
+
+def preload_suites(config: pytest.Config) -> None:
+    """Import the run's suite modules on the xdist controller as its workers start, so that
+    naming the selected suites once they have collected takes no time then."""
+    for path in suite_files(config):
+        with contextlib.suppress(SuiteImportError):  # said at the summary, as before
+            suite_of_file(path.resolve())
 
 
 def suites_of_ids(config: pytest.Config, ids: Sequence[str]) -> tuple[dict[str, Suite], bool]:

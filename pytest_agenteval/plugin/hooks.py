@@ -465,6 +465,8 @@ class _XdistController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        if not self.checked:  # the suites' modules, imported while nothing else draws
+            checks.preload_suites(node.config)
         node.workerinput["agenteval_model_name"] = self.choice.model_name
         node.workerinput["agenteval_model_reported"] = [
             None if entry is None else dict(entry) for entry in self.choice.reported
@@ -479,12 +481,11 @@ class _XdistController:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
-        """The first worker's collection (each collects the same items) names the selected
-        suites: checked before the scheduler hands out the first item."""
+        """The first worker's collection names the selected suites: checked before the first item."""
         if not self.checked:
-            self.checked = True
             found = checks.suites_of_ids(node.config, ids)
             checks.check_selected(node.config, self.settings, node.config.stash[GATES], *found)
+        self.checked = True
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
