@@ -5,7 +5,7 @@ user typed is read."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,10 @@ class Option:
     choices: tuple[str, ...] | None = None
     multiple: bool = False  # repeatable on the command line; a list (one per line) in the ini
     topic: str = ""  # the heading it is listed under in docs/options.md
+    # The suites (and modes) it has an effect on, as `suite_tag` names them: empty for every
+    # suite. Set by the user while none of them is selected, it is a start-up warning.
+    applies_to: tuple[str, ...] = ()
+    instead: str = ""  # the flag that does its job in the suites it does not apply to
 
     @property
     def ini(self) -> str:
@@ -52,6 +56,24 @@ class Option:
             return self.help
         return f"{self.help} (default: {self.default})"
 
+    def applies(self, tags: Iterable[str]) -> bool:
+        """Has it an effect on a run of the suites `tags` (`suite_tag`)? Unknown suites
+        (a suite of the user's own) may read any option: they count as applying."""
+        if not self.applies_to:
+            return True
+        return any(tag in self.applies_to or tag.partition(":")[0] not in KNOWN_SUITES for tag in tags)
+
+    def unused_line(self, tags: Iterable[str]) -> str:
+        """The start-up warning of an option set for suites it has no effect on."""
+        shown = ", ".join(describe_tag(tag) for tag in sorted(set(tags)))
+        if self.instead:
+            verb = "uses" if len(set(tags)) == 1 else "use"
+            why = f"{shown} {verb} {self.instead}"
+        else:
+            why = shown
+        where = ", ".join(describe_tag(tag) for tag in self.applies_to)
+        return f"{self.flag} has no effect on the selected suites ({why}); it applies to {where}"
+
     def parse(self, raw: Any, source: str) -> Any:
         """A value from the command line or the ini file (text; a list where `multiple`) as
         the option's type. `source` names where it came from in a bad value's message."""
@@ -71,6 +93,28 @@ class Option:
         return value
 
 
-def topic(title: str, *options: Option) -> tuple[Option, ...]:
-    """The options of one topic, in the order --help and docs/options.md list them."""
-    return tuple(dataclasses.replace(option, topic=title) for option in options)
+# The suites the table's `applies_to` names, each tag a suite or `suite:mode`.
+KNOWN_SUITES = ("aime25", "bfcl", "gaia", "datagen")
+
+
+def suite_tag(kind: str | None, name: str, mode: str) -> str:
+    """How `applies_to` names a selected suite: `aime25:retool`, `aime25:text-only` (its
+    two modes read different budgets), `bfcl`, `gaia`, `datagen`; a suite of the user's own
+    by its name. `kind` is the built-in suite it derives from, if any."""
+    if kind == "aime25":
+        return f"aime25:{mode}"
+    return kind or name
+
+
+def describe_tag(tag: str) -> str:
+    suite, _, mode = tag.partition(":")
+    return f"{suite} in {mode} mode" if mode else suite
+
+
+def topic(title: str, *options: Option, applies_to: tuple[str, ...] = ()) -> tuple[Option, ...]:
+    """The options of one topic, in the order --help and docs/options.md list them;
+    `applies_to`: the suites of every option of the topic that names none of its own."""
+    return tuple(
+        dataclasses.replace(option, topic=title, applies_to=option.applies_to or applies_to)
+        for option in options
+    )

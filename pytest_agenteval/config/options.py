@@ -5,15 +5,16 @@ warning), else the table's default."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pytest
 
-from pytest_agenteval.config.option import Option
+from pytest_agenteval.config.option import Option, describe_tag
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
 
-__all__ = ["GROUP", "OPTIONS", "Option", "Settings", "build_settings", "register"]
+__all__ = ["GROUP", "OPTIONS", "Option", "Settings", "build_settings", "register", "unused_options"]
 
 GROUP = "agenteval"
 
@@ -23,12 +24,35 @@ def _dest(option: Option) -> str:
     return f"agenteval_{option.dest}"
 
 
+def help_text(option: Option) -> str:
+    """The table's help, plus the suites it has an effect on where that is not all."""
+    if not option.applies_to:
+        return option.help_with_default
+    return f"{option.help_with_default} [{applies_text(option)}]"
+
+
+def applies_text(option: Option) -> str:
+    return "only " + ", ".join(describe_tag(tag) for tag in option.applies_to)
+
+
+def unused_options(settings: Settings, tags: Collection[str]) -> list[str]:
+    """One warning line per option the user set (command line or ini) that has no effect
+    on any of the selected suites (`tags`, as `suite_tag` names them); none without suites."""
+    if not tags:
+        return []
+    return [
+        option.unused_line(tags)
+        for option in OPTIONS
+        if option.dest in settings.explicit and not option.applies(tags)
+    ]
+
+
 def register(parser: pytest.Parser) -> None:
     group = parser.getgroup(GROUP, "agenteval: benchmarks as test suites")
     for option in OPTIONS:
         kwargs: dict[str, Any] = {
             "dest": _dest(option),
-            "help": option.help_with_default.replace("%", "%%"),  # argparse formats help with %
+            "help": help_text(option).replace("%", "%%"),  # argparse formats help with %
             "default": None,
         }
         if option.multiple:

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from pytest_agenteval.config.option import Option
+from pytest_agenteval.config.option import Option, describe_tag
 from pytest_agenteval.config.table import OPTIONS
 
 COMMAND = "python -m pytest_agenteval.config.reference > docs/options.md"
@@ -28,6 +28,10 @@ pyproject.toml). The command line wins over the ini file.
 - A repeatable option takes one value per flag on the command line (`--endpoint A --endpoint B`)
   and one value per line in the ini file.
 - A default of none means the option is off, or its help says what is used instead.
+- Suites: the suites (and AIME modes) an option has an effect on. An option you set while
+  none of them is selected is a start-up warning naming the option that does its job there,
+  e.g. `--max-tokens has no effect on the selected suites (aime25 in retool mode uses
+  --max-assistant-tokens)`.
 """
 
 RENAMED = """\
@@ -60,12 +64,19 @@ def _default(value: Any) -> str:
     return f"`{value}`"
 
 
+def _applies(option: Option) -> str:
+    if not option.applies_to:
+        return "all"
+    return ", ".join(describe_tag(tag) for tag in option.applies_to)
+
+
 def _row(option: Option) -> str:
     cells = (
         f"`{option.flag}`",
         f"`{option.ini}`",
         _type(option),
         _default(option.default),
+        _applies(option),
         _cell(option.help),
     )
     return "| " + " | ".join(cells) + " |"
@@ -77,7 +88,7 @@ def render() -> str:
     topics = list(dict.fromkeys(option.topic for option in OPTIONS))
     for title in topics:
         rows = [_row(option) for option in OPTIONS if option.topic == title]
-        header = "| Flag | Ini key | Type | Default | Help |\n| --- | --- | --- | --- | --- |"
+        header = "| Flag | Ini key | Type | Default | Suites | Help |\n| --- | --- | --- | --- | --- | --- |"
         parts.append(f"## {title}\n\n{header}\n" + "\n".join(rows) + "\n")
     renamed = [f"| `{o.old_ini}` | `{o.ini}` |" for o in OPTIONS if o.old_ini]
     parts.append(RENAMED + "\n| Old ini key | New ini key |\n| --- | --- |\n" + "\n".join(renamed) + "\n")

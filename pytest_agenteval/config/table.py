@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from pytest_agenteval.config.option import Option, topic
 
+# Where a suite-specific option has an effect (`Option.applies_to`, by `suite_tag`).
+AIME = ("aime25:retool", "aime25:text-only")
+RETOOL = ("aime25:retool",)
+AGENT = ("aime25:retool", "gaia")  # the tool loops: retool and the GAIA default agent
+
 OPTIONS: tuple[Option, ...] = (
     *topic(
         "Model",
@@ -147,6 +152,7 @@ OPTIONS: tuple[Option, ...] = (
             1,
             "ask endpoints for this many samples per request (`n`); 1 keeps every sample's own seed",
             int,
+            applies_to=("aime25:text-only",),
         ),
         Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
         Option(
@@ -180,6 +186,7 @@ OPTIONS: tuple[Option, ...] = (
             "(token-in/token-out: vLLM /tokenize and /v1/completions with token ids); in-process "
             "models always continue from their tokens",
             choices=("messages", "tokens"),
+            applies_to=("aime25:retool",),
         ),
         Option(
             "tokenizer",
@@ -191,11 +198,27 @@ OPTIONS: tuple[Option, ...] = (
     ),
     *topic(
         "Sampling",
-        Option("val_n", "--val-n", 12, "generations per problem (N); BFCL and GAIA: 1 unless given", int),
+        Option(
+            "val_n",
+            "--val-n",
+            12,
+            "generations per problem (N); BFCL and GAIA: 1 unless given",
+            int,
+            applies_to=(*AIME, "bfcl", "gaia"),
+            instead="--datagen-solve",
+        ),
         Option("temperature", "--temperature", 1.0, "sampling temperature", float),
         Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
         Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
-        Option("max_tokens", "--max-tokens", 8192, "max new tokens per completion (text-only)", int),
+        Option(
+            "max_tokens",
+            "--max-tokens",
+            8192,
+            "max new tokens per completion (text-only)",
+            int,
+            applies_to=("aime25:text-only", "bfcl", "datagen"),
+            instead="--max-assistant-tokens",
+        ),
         Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
     ),
     *topic(
@@ -240,32 +263,31 @@ OPTIONS: tuple[Option, ...] = (
         ),
         Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
         Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
+        applies_to=AIME,
     ),
     *topic(
-        "Retool budgets",
-        Option("max_code_calls", "--max-code-calls", 4, "retool: code calls per trajectory", int),
-        Option("max_assistant_turns", "--max-assistant-turns", 6, "retool: assistant turns", int),
+        "Agent budgets (AIME retool, the GAIA agent)",
+        Option("max_code_calls", "--max-code-calls", 4, "code calls per trajectory", int, applies_to=RETOOL),
+        Option("max_assistant_turns", "--max-assistant-turns", 6, "assistant turns", int, applies_to=RETOOL),
         Option(
-            "max_trajectory_tokens",
-            "--max-trajectory-tokens",
-            8192,
-            "retool: prompt + all turns, in tokens",
-            int,
+            "max_trajectory_tokens", "--max-trajectory-tokens", 8192, "prompt + all turns, in tokens", int
         ),
         Option(
             "max_assistant_tokens",
             "--max-assistant-tokens",
             1024,
-            "retool: new tokens per assistant turn",
+            "new tokens per assistant turn (the --max-tokens of a tool loop)",
             int,
+            instead="--max-tokens",
         ),
         Option(
             "max_tool_response_tokens",
             "--max-tool-response-tokens",
             512,
-            "retool: tokens of tool output shown to the model (the tail is kept)",
+            "tokens of tool output shown to the model (the tail is kept)",
             int,
         ),
+        applies_to=AGENT,
     ),
     *topic(
         "Sandbox",
@@ -284,6 +306,7 @@ OPTIONS: tuple[Option, ...] = (
             "containment: auto (strongest available), basic, landlock, bwrap",
             choices=("auto", "basic", "landlock", "bwrap"),
         ),
+        applies_to=AGENT,
     ),
     *topic(
         "Results, gates and baselines",
@@ -383,6 +406,7 @@ OPTIONS: tuple[Option, ...] = (
             "BFCL web search: base URL of a SerpAPI-compatible search server (default: SerpAPI "
             "itself when SERPAPI_API_KEY is set; else web search items skip)",
         ),
+        applies_to=("bfcl",),
     ),
     *topic(
         "GAIA",
@@ -400,7 +424,7 @@ OPTIONS: tuple[Option, ...] = (
             "compare list answers ignoring order (the design documents' variant; official is in order)",
             bool,
         ),
-        Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns", int),
+        Option("gaia_max_steps", "--gaia-max-steps", 8, "default agent: max model turns and tool calls", int),
         Option(
             "gaia_submission",
             "--gaia-submission",
@@ -416,6 +440,7 @@ OPTIONS: tuple[Option, ...] = (
             "tools/tool_calls, the raw-text <tool_call> protocol, or auto (native for endpoints)",
             choices=("auto", "native", "text"),
         ),
+        applies_to=("gaia",),
     ),
     *topic(
         "Generated data (datagen)",
@@ -462,5 +487,6 @@ OPTIONS: tuple[Option, ...] = (
             None,
             "human verifications file (default: <data>_verifications.json beside --datagen-path)",
         ),
+        applies_to=("datagen",),
     ),
 )

@@ -69,7 +69,7 @@ def suite_properties(
         verdict = "PASS" if result.passed else "FAIL"
         properties.append((f"{PREFIX}.gate.{index}", f"{verdict} {result.gate.expression} ({result.reason})"))
     for comparison in comparisons:
-        verdict = "PASS" if comparison.passed else "FAIL"
+        verdict = comparison.verdict
         properties.append((f"{PREFIX}.compare.{comparison.suite}", f"{verdict} {comparison.reason}"))
     return properties
 
@@ -156,7 +156,7 @@ def step_summary(
                 f"| `{r.gate.expression}` | {'PASS' if r.passed else 'FAIL'} | {value} | {r.reason} |"
             )
         for c in comparisons:
-            verdict = "PASS" if c.passed else "FAIL"
+            verdict = c.verdict
             lines.append(f"| baseline `{c.suite}.{c.metric}` | {verdict} | {c.diff:+.4f} | {c.reason} |")
         lines.append("")
     return "\n".join(lines) + "\n"

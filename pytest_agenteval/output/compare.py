@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord
 from pytest_agenteval.datasets.jsonl import read_jsonl
-from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap
+from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
 
 
 class BaselineError(ValueError):
@@ -29,6 +29,12 @@ class Comparison:
     ci95: tuple[float, float]
     passed: bool
     reason: str
+    decided: bool = True  # False: too few shared problems to decide; it does not fail the run
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL, or UNDECIDED (too few problems: does not fail the run)."""
+        return "UNDECIDED" if not self.decided else "PASS" if self.passed else "FAIL"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +46,7 @@ class Comparison:
             "diff": self.diff,
             "ci95": list(self.ci95),
             "passed": self.passed,
+            "decided": self.decided,
             "reason": self.reason,
         }
 
@@ -70,6 +77,34 @@ def load_baseline(path: Path) -> dict[str, dict[str, float]]:
     return scores
 
 
+def check_baseline(
+    path: Path, baseline: Mapping[str, Mapping[str, float]], samples: Mapping[str, int]
+) -> None:
+    """At start-up, with the selected suites known (suite -> its N): a baseline without one
+    of them, or with another N, is refused by the rule `pytest-agenteval report` refuses
+    mixed runs with (`report._runs.differing_aspect`)."""
+    from pytest_agenteval.report._runs import ReportError, differing_aspect, load_run, show_aspect
+
+    missing = sorted(name for name in samples if name not in baseline)
+    if missing:
+        raise BaselineError(
+            f"--agenteval-compare {path}: not comparable: it has no {', '.join(missing)} results (it has "
+            f"{', '.join(sorted(baseline))}); give a baseline of the suites this run selects"
+        )
+    try:
+        summaries = {name: suite.summary for name, suite in load_run(path).suites.items()}
+    except ReportError:  # no summary line (an unfinished run): its problems still compare
+        summaries = {}
+    for name, n in sorted(samples.items()):
+        theirs = summaries.get(name)
+        if theirs is not None and differing_aspect({"val_n": n}, theirs, ("N",)) is not None:
+            raise BaselineError(
+                f"--agenteval-compare {path}: not comparable: {name} N differs: this run has N={n}, the "
+                f"baseline has {show_aspect('N', theirs)}; pass --val-n {theirs.get('val_n')} or give a "
+                f"baseline with N={n}"
+            )
+
+
 def compare(
     suite: str,
     records: Sequence[ProblemRecord],
@@ -77,7 +112,8 @@ def compare(
     tolerance: float,
     seed: int = 0,
 ) -> Comparison:
-    """Fail iff the drop exceeds the tolerance and the whole interval lies below zero."""
+    """Fail iff the drop exceeds the tolerance and the whole interval lies below zero; with
+    too few shared problems (`stats.paired.MIN_PAIRED`), undecided: it does not fail."""
     metric = HEADLINE.get(suite, "average_at_n")
     shared, old, new, interval = paired_bootstrap(baseline.get(suite, {}), problem_scores(records), seed=seed)
     diff = round(new - old, 6)
@@ -93,10 +129,13 @@ def compare(
             False,
             "no problems shared with the baseline: comparison fails closed",
         )
+    measured = f"{new:.4f} vs {old:.4f} on {shared} shared problems, diff {diff:+.4f}"
+    undecided = too_few(shared)
+    if undecided is not None:
+        return Comparison(
+            suite, metric, shared, old, new, diff, interval, True, f"{measured}: {undecided}", decided=False
+        )
     significant = interval[1] < 0 and diff < -tolerance
     verdict = "significant drop" if significant else "no significant drop"
-    reason = (
-        f"{new:.4f} vs {old:.4f} on {shared} shared problems, diff {diff:+.4f} "
-        f"[{interval[0]:+.4f}, {interval[1]:+.4f}], tolerance {tolerance:g}: {verdict}"
-    )
+    reason = f"{measured} [{interval[0]:+.4f}, {interval[1]:+.4f}], tolerance {tolerance:g}: {verdict}"
     return Comparison(suite, metric, shared, old, new, diff, interval, not significant, reason)

@@ -63,13 +63,44 @@ def parse_gate(expression: str) -> Gate:
     return Gate(expression.strip(), match["suite"], match["metric"], match["op"], threshold)
 
 
+def _matches(template: str, metric: str) -> bool:
+    """`pass_at_k.<k>` matches `pass_at_k.4`; `judge.<path>` any path under `judge`."""
+    want, got = template.split("."), metric.split(".")
+    if want[-1] == "<path>":
+        return len(got) >= len(want) and all(
+            w == g or w.startswith("<") for w, g in zip(want[:-1], got, strict=False)
+        )
+    return len(want) == len(got) and all(w == g or w.startswith("<") for w, g in zip(want, got, strict=True))
+
+
 def check_metric_name(gate: Gate, known: Mapping[str, tuple[str, ...]]) -> None:
-    """For suites whose metric names are known up front, catch typos at start-up."""
+    """For suites whose numeric fields are known up front (suite -> templates, see
+    tasks.registry), catch typos and fields that are not numbers at start-up."""
     names = known.get(gate.suite)
-    if names is not None and gate.metric.split(".")[0] not in names:
+    if names is None or any(_matches(template, gate.metric) for template in names):
+        return
+    head = gate.metric.split(".")[0]
+    if any(template.split(".")[0] == head for template in names):
+        problem = f"{gate.metric!r} is not a number of {gate.suite}"
+    else:
+        problem = f"{gate.suite} has no metric {head!r}"
+    raise GateError(
+        f"--agenteval-gate {gate.expression!r}: {problem}; its numeric metrics: {', '.join(names)}"
+    )
+
+
+def check_pass_at_k(gate: Gate, samples: int) -> None:
+    """pass_at_k.K exists for K = 1..N only: a K above the run's N never has a value."""
+    parts = gate.metric.split(".")
+    if parts[0] != "pass_at_k" or len(parts) != 2 or not parts[1].isdigit():
+        return
+    k = int(parts[1])
+    if k < 1:
+        raise GateError(f"--agenteval-gate {gate.expression!r}: k starts at 1; use a k within 1-{samples}")
+    if k > samples:
         raise GateError(
-            f"--agenteval-gate {gate.expression!r}: {gate.suite} has no metric "
-            f"{gate.metric.split('.')[0]!r}; known: {', '.join(names)}"
+            f"--agenteval-gate {gate.expression!r}: k={k} but {gate.suite} runs N={samples} generations "
+            f"per problem; use a k within 1-{samples}, or raise --val-n to at least {k}"
         )
 
 

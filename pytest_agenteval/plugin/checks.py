@@ -3,13 +3,18 @@ failure one line naming the fix (a `pytest.UsageError`), never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_agenteval.config.options import OPTIONS, Settings
+from pytest_agenteval.api.suite import Suite
+from pytest_agenteval.config.option import suite_tag
+from pytest_agenteval.config.options import OPTIONS, Settings, unused_options
 from pytest_agenteval.models import (
     SDK_SCHEMES,
     ModelChoice,
@@ -21,9 +26,16 @@ from pytest_agenteval.models import (
     probe_token_routes,
 )
 from pytest_agenteval.models._keys import api_key_from_env
-from pytest_agenteval.output.gate import GateError, check_metric_name, parse_gate
+from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
-from pytest_agenteval.tasks.registry import KNOWN_METRICS
+from pytest_agenteval.plugin.items import declares_suite, suite_files
+from pytest_agenteval.tasks.registry import (
+    KNOWN_METRICS,
+    SuiteImportError,
+    builtin_kind,
+    numeric_metrics,
+    suite_of_file,
+)
 
 
 def check_endpoint_url(flag: str, url: str) -> None:
@@ -192,6 +204,53 @@ def check_gates(settings: Settings) -> list[Any]:
     return gates
 
 
+def check_selection(
+    settings: Settings,
+    suites: Mapping[str, Suite],
+    gates: Sequence[Gate],
+    baseline: Mapping[str, Mapping[str, float]] | None,
+    complete: bool = True,
+) -> list[str]:
+    """After collection, before the first request, with the selected suites known (name ->
+    suite; `complete`: every selected suite is known, not only some): a gate on a suite not
+    selected, on a field that is not a number or on pass_at_k.K with K above N, and a
+    baseline of other suites or another N, are usage errors. Returns the warnings: options
+    the user set that have no effect on the selected suites. Nothing selected at all: the
+    gates fail at the end, as docs/ci.md's exit table says."""
+    if not suites:
+        return []
+    try:
+        for gate in gates:
+            suite = suites.get(gate.suite)
+            if suite is None:
+                if complete:
+                    raise GateError(
+                        f"--agenteval-gate {gate.expression!r}: suite {gate.suite} is not selected in this "
+                        f"run (selected: {', '.join(sorted(suites))}); gate one of those, or select "
+                        f"{gate.suite}'s tests"
+                    )
+                continue
+            known = numeric_metrics(suite)  # a suite of its own: its fields are its own
+            if known is not None:
+                check_metric_name(gate, {gate.suite: known})
+            check_pass_at_k(gate, suite.samples(settings))
+    except GateError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if baseline is not None and settings.compare:
+        from pytest_agenteval.output.compare import BaselineError, check_baseline
+
+        try:
+            check_baseline(
+                Path(settings.compare), baseline, {n: s.samples(settings) for n, s in suites.items()}
+            )
+        except BaselineError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if not complete:
+        return []  # a suite not known here may read any option
+    tags = {suite_tag(builtin_kind(suite), name, settings.mode) for name, suite in suites.items()}
+    return unused_options(settings, tags)
+
+
 def check_transformers(choice: ModelChoice, settings: Settings) -> None:
     """The in-process transformers backend: imports, chat template and the adapter probe,
     at start-up (one line on any problem)."""
@@ -252,6 +311,11 @@ def check_suite_options(settings: Settings) -> None:
             check_export_model(settings.bfcl_export_model, settings.bfcl_style)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    if settings.gaia_path and not Path(os.path.expanduser(settings.gaia_path)).exists():
+        raise pytest.UsageError(
+            f"--gaia-path {settings.gaia_path}: no such folder; give the local GAIA dataset folder, "
+            "or omit --gaia-path for the gated hub dataset (with HF_TOKEN)"
+        )
     if settings.judge_endpoints or settings.judge_models:
         from pytest_agenteval.tasks.datagen import check_judge_options
 
@@ -264,3 +328,53 @@ def check_native_style(settings: Settings, choice: ModelChoice) -> None:
             "--bfcl-style native sends functions as `tools`, which in-process models do not take; "
             "use --bfcl-style prompting, or serve the model and pass --endpoint"
         )
+
+
+def check_selected(
+    config: pytest.Config,
+    settings: Settings,
+    gates: Sequence[Gate],
+    suites: Mapping[str, Suite],
+    complete: bool,
+) -> None:
+    """`check_selection` on the controller before the first request: errors stop the run
+    (a usage error), each warning is one line."""
+    collector = config.pluginmanager.get_plugin("agenteval-results")
+    warnings = check_selection(settings, suites, gates, getattr(collector, "baseline", None), complete)
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    for line in warnings:
+        if terminal is not None:
+            terminal.write_line(f"WARNING: agenteval: {line}", yellow=True)
+        else:
+            sys.stderr.write(f"WARNING: agenteval: {line}\n")
+
+
+def preload_suites(config: pytest.Config) -> None:
+    """Import the run's suite modules on the xdist controller as its workers start, so that
+    naming the selected suites once they have collected takes no time then."""
+    for path in suite_files(config):
+        with contextlib.suppress(SuiteImportError):  # said at the summary, as before
+            suite_of_file(path.resolve())
+
+
+def suites_of_ids(config: pytest.Config, ids: Sequence[str]) -> tuple[dict[str, Suite], bool]:
+    """The suites of a worker's collected node ids, imported here as the summary imports
+    them, and whether all are known (a file this machine lacks or cannot import is not)."""
+    suites: dict[str, Suite] = {}
+    complete = True
+    for name in dict.fromkeys(str(nodeid).split("::")[0] for nodeid in ids):
+        path = config.rootpath / name
+        if not path.is_file():
+            complete = False
+            continue
+        if not declares_suite(path):
+            continue
+        try:
+            suite = suite_of_file(path)
+        except SuiteImportError:  # said at the summary, as before
+            suite = None
+        if suite is None:
+            complete = False
+        else:
+            suites[suite.name] = suite
+    return suites, complete

@@ -150,7 +150,8 @@ class ResultsCollector:
         except SuiteImportError as exc:
             self._no_summary(session, str(exc))
             return
-        if self.config.option.collectonly or (not by_suite and not self.gates):
+        stopped = session.exitstatus == pytest.ExitCode.USAGE_ERROR  # a start-up check after collection
+        if self.config.option.collectonly or stopped or (not by_suite and not self.gates):
             self.results_file.close()  # listing items is not an evaluation: no file, no gate
             return
         missing = self._missing()
@@ -319,6 +320,8 @@ class ResultsCollector:
             return
         if not self.gates and self.baseline is None:
             return  # plain pytest semantics
+        if not self.gates and self.comparisons and not any(c.decided for c in self.comparisons):
+            return  # a comparison too small to decide is no verdict: plain pytest semantics
         if session.exitstatus not in (
             pytest.ExitCode.OK,
             pytest.ExitCode.TESTS_FAILED,
@@ -328,7 +331,7 @@ class ResultsCollector:
         # A gate forgives unsolved items only: any other failure keeps the run red.
         complete = all(s["complete"] for s in self.summaries)
         healthy = complete and not self.infra_errors and not self.unforgivable and not self.write_failed
-        verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons]
+        verdicts = [r.passed for r in self.gate_results] + [c.passed for c in self.comparisons if c.decided]
         passed = bool(verdicts) and all(verdicts)
         session.exitstatus = pytest.ExitCode.OK if healthy and passed else pytest.ExitCode.TESTS_FAILED
 
@@ -349,9 +352,8 @@ class ResultsCollector:
         for line in report.gate_lines(self.gate_results):
             terminalreporter.write_line(line)
         for comparison in self.comparisons:
-            verdict = "PASS" if comparison.passed else "FAIL"
             terminalreporter.write_line(
-                f"compare {verdict}  {comparison.suite}.{comparison.metric}  ({comparison.reason})"
+                f"compare {comparison.verdict}  {comparison.suite}.{comparison.metric}  ({comparison.reason})"
             )
         if self.infra_errors and (self.gates or self.comparisons):
             terminalreporter.write_line(

@@ -44,6 +44,7 @@ from pytest_agenteval.tasks.registry import remember
 RUNTIME = pytest.StashKey[Runtime]()
 EVALUATING = pytest.StashKey[bool]()  # an evaluation run, on its controller
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
+GATES = pytest.StashKey[list[Any]]()  # the parsed gates, checked again once the suites are known
 PREFETCH_ITEMS_MIN = 2
 # Finished rollouts an item ahead holds until pytest reaches it, at most this many times
 # the engine's size: a head item that waits (a stall, a long generation) lets the rest run
@@ -85,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _is_worker(config):  # paths as the controller resolved them (remote workers)
         settings = hosts.on_worker(settings, config.workerinput)  # type: ignore[attr-defined]
     gates = checks.check_gates(settings)
+    config.stash[GATES] = gates
     progress.parse_mode(settings.progress)  # a bad value is a usage error before anything starts
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError(
@@ -308,6 +310,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    if config.stash.get(EVALUATING, False):  # without xdist; with it, _XdistController checks
+        suites = {s.name: s for item in items if (s := suite_of(getattr(item, "module", None))) is not None}
+        checks.check_selected(config, runtime.settings, config.stash[GATES], suites, complete=True)
 
 
 class Unsolved(pytest.fail.Exception):
@@ -470,9 +475,12 @@ class _XdistController:
         self.settings = settings
         self.cache_dir = cache_dir
         self.launched = launched  # serving.session.Launch, when this run launched its server
+        self.checked = False  # the selection checks ran (on the first worker's collection)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        if not self.checked:  # the suites' modules, imported while nothing else draws
+            checks.preload_suites(node.config)
         node.workerinput["agenteval_model_name"] = self.choice.model_name
         node.workerinput["agenteval_model_reported"] = [
             None if entry is None else dict(entry) for entry in self.choice.reported
@@ -484,6 +492,14 @@ class _XdistController:
         )
         if self.launched is not None:
             node.workerinput[WORKERINPUT_KEY] = self.launched.workerinput()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
+        """The first worker's collection names the selected suites: checked before the first item."""
+        if not self.checked:
+            found = checks.suites_of_ids(node.config, ids)
+            checks.check_selected(node.config, self.settings, node.config.stash[GATES], *found)
+        self.checked = True
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

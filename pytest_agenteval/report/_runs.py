@@ -100,17 +100,28 @@ def mixed_reason(runs: Sequence[Run]) -> str | None:
                 f"{', '.join(first.suites)}"
             )
         for name, suite in run.suites.items():
-            for aspect, read in _ASPECTS:
-                mine, theirs = read(suite.summary), read(first.suites[name].summary)
-                if mine != theirs:
-                    return (
-                        f"{name} {aspect} differs: {run.path.name} has {_show(aspect, suite.summary)}, "
-                        f"{first.path.name} has {_show(aspect, first.suites[name].summary)}"
-                    )
+            aspect = differing_aspect(suite.summary, first.suites[name].summary)
+            if aspect is not None:
+                return (
+                    f"{name} {aspect} differs: {run.path.name} has {show_aspect(aspect, suite.summary)}, "
+                    f"{first.path.name} has {show_aspect(aspect, first.suites[name].summary)}"
+                )
     return None
 
 
-def _show(aspect: str, summary: Mapping[str, Any]) -> str:
+def differing_aspect(
+    mine: Mapping[str, Any], theirs: Mapping[str, Any], aspects: Sequence[str] = ("N", "dataset", "selection")
+) -> str | None:
+    """The first aspect (of `aspects`) in which two summaries of one suite differ: the rule
+    by which a report refuses mixed runs and `--agenteval-compare` a baseline at start-up
+    (where only N is known yet: `{"val_n": N}`)."""
+    for aspect, read in _ASPECTS:
+        if aspect in aspects and read(mine) != read(theirs):
+            return aspect
+    return None
+
+
+def show_aspect(aspect: str, summary: Mapping[str, Any]) -> str:
     if aspect == "N":
         return f"N={summary.get('val_n')}"
     if aspect == "selection":

@@ -11,6 +11,18 @@ ITERATIONS = 2000
 # A suite's headline metric, the one a paired comparison is about; others: average_at_n.
 # Here because the two readers (output/compare.py, report/_analysis.py) share no other layer.
 HEADLINE = {"bfcl": "accuracy", "gaia": "accuracy"}
+# Fewer shared problems than this and a paired comparison decides nothing: the bootstrap of
+# a handful of problems has too few distinct resamples to be a 95% interval (2 problems that
+# both dropped give [-1, -1], which reads as certain), and even an exact sign test needs 6
+# problems, all moving one way, to reach 5% two-sided. 10 leaves room for some that tie.
+MIN_PAIRED = 10
+
+
+def too_few(shared: int) -> str | None:
+    """The verdict of a comparison over `shared` paired problems that cannot decide, else None."""
+    if 0 < shared < MIN_PAIRED:
+        return f"too few problems to decide ({shared} paired; need >= {MIN_PAIRED})"
+    return None
 
 
 def paired_bootstrap(

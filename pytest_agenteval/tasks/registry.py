@@ -18,10 +18,18 @@ BUILTIN_SUITES = {
     "datagen": "pytest_agenteval.tasks.datagen.suite:Datagen",
 }
 
-# Top-level summary keys of the built-in suites, so a gate typo fails at start-up.
-MATH_METRICS = (
+# The numeric summary fields of the built-in suites a gate may name, so a typo or a field
+# that is not a number fails at start-up. `<name>` stands for any one key (pass_at_k.<k>:
+# pass_at_k.1 ... pass_at_k.N); a template ending in `.<path>` for any deeper path.
+_COMMON = (
     "problems",
     "generations",
+    "tokens.prompt",
+    "tokens.completion",
+    "requests.<counter>",
+    "harness.<measure>",
+)
+MATH_METRICS = _COMMON + (
     "average_at_n",
     "pass_at_n",
     "format_rate",
@@ -30,36 +38,36 @@ MATH_METRICS = (
     "correct_generations",
     "passed_problems",
     "maj_at_n",
-    "pass_at_k",
-    "ci95",
-    "errors",
-    "tokens",
-    "requests",
-    "sandbox",
-    "backend",
-    "harness",
+    "pass_at_k.<k>",
+    "errors.items",
+    "sandbox.<counter>",
 )
-_COMMON = ("problems", "generations", "errors", "tokens", "requests", "backend", "harness")
 BFCL_METRICS = _COMMON + (
+    "items",
+    "correct",
     "accuracy",
     "lenient_accuracy",
-    "per_category",
-    "groups",
-    "groups_official",
-    "weighted_accuracy",
     "error_rate",
+    "overall",
+    "overall_official",
+    "weighted_accuracy",
     "parameter_accuracy",
-    "relevance",
-    "error_types",
+    "errors.items",
+    "per_category.<category>.<measure>",
+    "groups.<group>",
+    "groups_official.<group>",
+    "relevance.<measure>",
+    "error_types.<type>",
 )
 GAIA_METRICS = _COMMON + (
     "items",
     "scored",
     "correct",
     "accuracy",
+    "errors",
     "error_rate",
-    "per_level",
-    "drop_rates",
+    "per_level.<level>.<measure>",
+    "drop_rates.<levels>",
     "mean_steps_correct",
     "mean_annotator_steps_correct",
     "mean_annotator_steps",
@@ -69,13 +77,60 @@ GAIA_METRICS = _COMMON + (
     "latency_p50_s",
     "latency_p95_s",
 )
-DATAGEN_METRICS = _COMMON + ("judge", "winrate", "panel", "checks", "human", "load", "gate_presets")
+DATAGEN_METRICS = _COMMON + (
+    "judge.<path>",
+    "winrate.<path>",
+    "panel.<path>",
+    "checks.<path>",
+    "human.<path>",
+    "load.<path>",
+    "gate_presets.<path>",
+)
 KNOWN_METRICS: dict[str, tuple[str, ...]] = {
     "aime25": MATH_METRICS,
     "bfcl": BFCL_METRICS,
     "gaia": GAIA_METRICS,
     "datagen": DATAGEN_METRICS,
 }
+
+
+def _builtin_class(suite: Suite) -> tuple[str, type] | None:
+    for cls in type(suite).__mro__:
+        for name, target in BUILTIN_SUITES.items():
+            module, _, attribute = target.partition(":")
+            inside = cls.__module__ == module or cls.__module__.startswith(module + ".")
+            if inside and cls.__qualname__ == attribute:
+                return name, cls
+    return None
+
+
+def builtin_kind(suite: Suite) -> str | None:
+    """The built-in suite a suite is or derives from (a subclass of Aime25 named `mymath`
+    is aime25: it reads the same options), or None for a suite of its own."""
+    found = _builtin_class(suite)
+    return found[0] if found is not None else None
+
+
+def numeric_metrics(suite: Suite) -> tuple[str, ...] | None:
+    """The gateable fields of a suite's summary where known: a built-in's, or those of the
+    built-in it derives from while it keeps that one's `summarize` (one of its own may add
+    fields); None where unknown."""
+    if suite.name in KNOWN_METRICS:
+        return KNOWN_METRICS[suite.name]
+    found = _builtin_class(suite)
+    if found is None or type(suite).summarize is not found[1].summarize:
+        return None
+    return KNOWN_METRICS[found[0]]
+
+
+def suite_of_file(path: Path) -> Suite | None:
+    """The `agenteval_suite` of a collected test file, imported as the xdist controller
+    imports it for its summary (the same object then serves the summary)."""
+    suite = _from_file(path)
+    if suite is not None:
+        remember(suite)
+    return suite
+
 
 _instances: dict[str, Suite] = {}
 

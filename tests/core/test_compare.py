@@ -63,20 +63,37 @@ def test_bad_baseline_files(tmp_path: Path) -> None:
         load_baseline(tmp_path / "empty.jsonl")
 
 
-GOOD = {0: ["\\boxed{70}"] * 2, 1: ["\\boxed{588}"] * 2, 2: ["\\boxed{16}"] * 2, 3: ["\\boxed{87}"] * 2}
+# 12 problems of our own (a + b): enough for the paired comparison to decide (stats.paired.MIN_PAIRED)
+SUMS = [{"id": i, "problem": f"What is {i} + {i + 1}?", "answer": str(2 * i + 1)} for i in range(12)]
+GOOD = {i: [f"\\boxed{{{2 * i + 1}}}"] * 2 for i in range(12)}
 
 
 def test_compare_decides_the_exit_status(run_suite, pytester: pytest.Pytester) -> None:
+    data = write_jsonl(pytester.path / "sums.jsonl", SUMS)
     good = write_jsonl(pytester.path / "good.jsonl", replay_rows(GOOD))
-    bad = write_jsonl(pytester.path / "bad.jsonl", replay_rows({k: ["\\boxed{1}"] * 2 for k in GOOD}))
-    _, baseline = run_suite(f"--model-path=replay:{good}", out="baseline.jsonl")
-    same, _ = run_suite(f"--model-path=replay:{good}", f"--agenteval-compare={baseline}", out="same.jsonl")
+    bad = write_jsonl(pytester.path / "bad.jsonl", replay_rows({k: ["\\boxed{0}"] * 2 for k in GOOD}))
+    _, baseline = run_suite(f"--model-path=replay:{good}", "--val-n=2", data=data, out="baseline.jsonl")
+    same, _ = run_suite(
+        f"--model-path=replay:{good}",
+        "--val-n=2",
+        f"--agenteval-compare={baseline}",
+        data=data,
+        out="same.jsonl",
+    )
     assert same.ret == 0
-    worse, out = run_suite(f"--model-path=replay:{bad}", f"--agenteval-compare={baseline}", out="worse.jsonl")
+    worse, out = run_suite(
+        f"--model-path=replay:{bad}",
+        "--val-n=2",
+        f"--agenteval-compare={baseline}",
+        data=data,
+        out="worse.jsonl",
+    )
     assert worse.ret == 1
-    worse.stdout.fnmatch_lines(["compare FAIL  aime25.average_at_n  (0.0000 vs 1.0000 on 4 shared problems*"])
+    worse.stdout.fnmatch_lines(
+        ["compare FAIL  aime25.average_at_n  (0.0000 vs 1.0000 on 12 shared problems*"]
+    )
     _, (summary,) = read_results(out)
-    assert summary["compare"]["passed"] is False and summary["compare"]["shared_problems"] == 4
+    assert summary["compare"]["passed"] is False and summary["compare"]["shared_problems"] == 12
 
 
 def test_a_missing_baseline_is_a_usage_error(run_suite) -> None:

@@ -4,6 +4,7 @@ fails, with and without xdist. A gate forgives only unsolved evaluation items.""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class Row:
     gates: tuple[str, ...] = ("holds",)  # the columns run: the others take the same path
     answers: dict[str, str] = field(default_factory=lambda: HALF)
     files: dict[str, str] = field(default_factory=dict)
+    data: dict[str, str] = field(default_factory=dict)  # other files, by their whole name
     args: tuple[str, ...] = ()
     fault: str = "None"  # what the suite's rollout raises for problem 1
     body: str = ""  # more test body after evaluation.check()
@@ -94,6 +96,16 @@ def pytest_runtest_logreport(report):
         raise RuntimeError("a broken plugin")
 """
 ALL = tuple(GATES)
+BASELINE = "".join(
+    json.dumps(line) + "\n"
+    for line in [
+        *(
+            {"type": "problem", "suite": "mymath", "problem_id": i, "generations": [{"correct": True}]}
+            for i in (0, 1)
+        ),
+        {"type": "summary", "suite": "mymath", "val_n": 1},
+    ]
+)
 ROWS = {
     "nothing": Row("nothing", (0, 0, 1), (0, 0, 1), ALL, answers=SOLVED),
     "unsolved-only": Row(
@@ -181,6 +193,18 @@ ROWS = {
     "no-tests": Row(
         "nothing ran (-k selects none)", (5, 1, 1), (5, 1, 1), ("none", "holds"), args=("-k", "none")
     ),
+    # 2 shared problems with a baseline where both were solved; no gate: the comparison alone
+    "compare-undecided": Row(
+        "nothing; the baseline comparison cannot decide (fewer than 10 shared problems)",
+        (0, 0, 1),
+        (0, 0, 1),
+        ALL,
+        answers=SOLVED,
+        data={"baseline.jsonl": BASELINE},
+        args=("--agenteval-compare=baseline.jsonl",),
+        line="compare UNDECIDED  mymath.average_at_n  (1.0000 vs 1.0000 on 2 shared problems, diff +0.0000: "
+        "too few problems to decide (2 paired; need >= 10))",
+    ),
 }
 
 
@@ -210,6 +234,8 @@ def test_exit_status(
         test_mymath=SUITE.format(prelude=row.prelude, fault=row.fault, body=row.body),
         **{f: text for f, text in row.files.items() if f != "conftest"},
     )
+    for name, text in row.data.items():
+        (pytester.path / name).write_text(text, encoding="utf-8")
     if "conftest" in row.files:
         pytester.makeconftest(row.files["conftest"])
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])

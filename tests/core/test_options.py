@@ -235,10 +235,11 @@ def test_docs_options_md_is_what_the_generator_prints() -> None:
 def test_the_reference_lists_every_option_under_its_topic() -> None:
     text = render()
     assert text.count("\n| `--") == len(OPTIONS)
-    val_n = (
-        "| `--val-n` | `val_n` | int | `12` | generations per problem (N); BFCL and GAIA: 1 unless given |"
-    )
-    assert val_n in text
+    assert (
+        "| `--val-n` | `val_n` | int | `12` | aime25 in retool mode, aime25 in text-only mode, bfcl, gaia "
+        "| generations per problem (N); BFCL and GAIA: 1 unless given |"
+    ) in text
+    assert "| `--seed` | `seed` | int | `42` | all |" in text
     assert "| `agenteval_gates` | `agenteval_gate` |" in text
     assert text.index("## Sampling") < text.index("`--val-n`") < text.index("## Problem selection")
 

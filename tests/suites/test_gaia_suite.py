@@ -94,17 +94,37 @@ def test_level_marker_selects_level_one_only(gaia: pytest.Pytester) -> None:
             "GAIA is gated: accept the terms at https://huggingface.co/datasets/gaia-benchmark/GAIA and set "
             "HF_TOKEN, or pass --gaia-path DIR",
         ),
-        (("--gaia-path=missing",), "GAIA path missing does not exist"),
+        (
+            ("--gaia-path=empty",),
+            "no GAIA metadata for the validation split under empty: expected "
+            "2023/validation/metadata.parquet or metadata.jsonl",
+        ),  # a folder without GAIA's files
         (("-m", "level1"), "GAIA is gated"),  # the skip is not deselected away
     ],
 )
 def test_no_access_skips_with_one_line(gaia: pytest.Pytester, monkeypatch, args: tuple, reason: str) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(gaia.path / "hf"))  # no stored login token either
+    (gaia.path / "empty").mkdir()
     result = run(gaia, "-rs", *args)
     result.assert_outcomes(skipped=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines([f"SKIPPED*GAIA unavailable: {reason}*"])
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_missing_gaia_path_is_a_usage_error(gaia: pytest.Pytester, monkeypatch, workers: str) -> None:
+    """A typo in --gaia-path stops the run at start-up, as --dataset-path does; it used to
+    skip every item with exit status 0."""
+    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(variable, raising=False)
+    result = run(gaia, "--gaia-path=GAIA-typo", "-n", workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.errlines if line.startswith("ERROR")] == [
+        "ERROR: --gaia-path GAIA-typo: no such folder; give the local GAIA dataset folder, or omit "
+        "--gaia-path for the gated hub dataset (with HF_TOKEN)"
+    ]
+    assert "skipped" not in result.stdout.str()
 
 
 def test_test_split_writes_the_leaderboard_submission(gaia: pytest.Pytester) -> None:
