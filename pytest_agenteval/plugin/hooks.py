@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.api.records import RECORD_KEY, Problem, ProblemRecord
-from pytest_agenteval.api.suite import DataError, Suite
+from pytest_agenteval.api.records import RECORD_KEY, Problem
+from pytest_agenteval.api.suite import DataError
 from pytest_agenteval.config import options
 from pytest_agenteval.models import (
     SDK_SCHEMES,
@@ -25,6 +25,7 @@ from pytest_agenteval.models import (
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
 from pytest_agenteval.plugin import checks, hosts, progress
+from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
     UNSOLVED,
@@ -315,34 +316,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         checks.check_selected(config, runtime.settings, config.stash[GATES], suites, complete=True)
 
 
-class Unsolved(pytest.fail.Exception):
-    """The failure of `Evaluation.check`: the item's generations were scored and none is
-    correct. It reads as pytest's own `Failed`; the report says it is an unsolved item."""
-
-    # Named as pytest's own Failed so that the line the terminal and JUnit show
-    # (`Failed: 0/4 correct; ...`) stays what it was; the type tells the controller apart.
-    __module__ = "builtins"
-    __qualname__ = "Failed"
-
-
-class Evaluation:
-    """What the test body sees: the scored record of its N generations."""
-
-    def __init__(self, record: ProblemRecord, suite: Suite) -> None:
-        self.record = record
-        self.suite = suite
-
-    @property
-    def passed(self) -> bool:
-        return self.suite.item_passed(self.record)
-
-    def check(self) -> None:
-        """An item passes when at least one of its N generations is correct."""
-        if not self.passed:
-            __tracebackhide__ = True
-            raise Unsolved(self.suite.failure_message(self.record), pytrace=False)
-
-
 @pytest.fixture(scope="session")
 def agenteval_agent() -> Any:
     """The agent under test for agent suites (GAIA). None: the default agent. Override it
@@ -385,7 +358,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.when == "call" and report.failed and call.excinfo is not None:
         if isinstance(call.excinfo.value, Unsolved):  # travels to the xdist controller with the report
             setattr(report, UNSOLVED, True)
-            _xfail_under_a_gate(item.config, report, call.excinfo.value)
+            runtime = item.config.stash.get(RUNTIME, None)
+            if runtime is not None and (runtime.settings.gates or runtime.settings.compare):
+                xfail_unsolved(report, call.excinfo.value)
     if call.when == "setup":  # the record travels once, with the setup report
         records = [p[1] for p in item.user_properties if p[0] == RECORD_KEY]
         item.user_properties[:] = [p for p in item.user_properties if p[0] != RECORD_KEY]
@@ -394,16 +369,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
             item.user_properties.extend(item_properties(records[0]))
     return report
-
-
-def _xfail_under_a_gate(config: pytest.Config, report: pytest.TestReport, unsolved: Unsolved) -> None:
-    """When a gate (or a baseline) decides the run, an unsolved item is an expected outcome:
-    pytest's xfail (`x`, JUnit `<skipped type="pytest.xfail">`, its counts in its JUnit
-    properties), so the terminal, JUnit and the exit status agree (docs/ci.md)."""
-    runtime = config.stash.get(RUNTIME, None)
-    if runtime is not None and (runtime.settings.gates or runtime.settings.compare):
-        report.outcome, report.longrepr = "skipped", None
-        report.wasxfail = f"unsolved, a gate decides the run: {unsolved.msg}"
 
 
 @pytest.hookimpl(tryfirst=True)
