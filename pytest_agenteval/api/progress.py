@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass
+@dataclass(eq=False)  # one per rollout: the running list removes this one, not an equal one
 class Tally:
     tokens: int = 0  # completion tokens of the model calls finished (cache hits excluded)
     streaming: int = 0  # tokens of calls still generating, from backends that count as they go

@@ -312,3 +312,19 @@ def test_samples_of_one_request_count_its_usage_once_from_a_remote_record() -> N
         "turns": 0,
         "tool_calls": 0,
     }
+
+
+def test_rollouts_with_equal_counts_leave_the_running_list_each_its_own() -> None:
+    """Tallies compared by value: the second of two rollouts with equal counts (both 0)
+    removed the first's tally when it ended, and the first's end then raised 'list.remove(x):
+    x not in list', an error of its generation."""
+    from pytest_agenteval.run.counters import Counters
+
+    counters = Counters()
+    first, second = counters.rollout(), counters.rollout()
+    a, b = first.__enter__(), second.__enter__()
+    second.__exit__(None, None, None)
+    assert len(counters.running) == 1 and counters.running[0] is a
+    a.turns += 1
+    first.__exit__(None, None, None)
+    assert (counters.running, counters.finished_moving["turns"], a is b) == ([], 1, False)
