@@ -10,9 +10,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy  # noqa: F401
+import numpy.fft  # noqa: F401
+import numpy.linalg  # noqa: F401
+import numpy.random  # noqa: F401
+import pandas  # noqa: F401
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# Loaded before any test: the pytester fixture restores sys.modules when its test ends,
+# dropping what the test imported in-process, and numpy's C extensions cannot be loaded
+# twice ("cannot load module more than once per process"): a later test importing numpy,
+# pandas or numpy.fft again (bfcl-eval's reader, transformers) errored, depending on the
+# order xdist gave the tests.
 
 # Our own problems (not AIME's), with integer answers the replay texts can hit or miss.
 TINY_PROBLEMS = [
