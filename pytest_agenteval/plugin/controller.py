@@ -52,6 +52,7 @@ class ResultsCollector:
         self.infra_errors: dict[str, str] = {}  # nodeid -> why (errors without a record too)
         # nodeid -> phase, of every failure but an unsolved item's: no gate forgives them
         self.unforgivable: dict[str, str] = {}
+        self.unsolved: set[str] = set()  # items scored with no correct generation
         self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
         self.backend: dict[str, int] = {}  # request counters summed over processes
         self.results_file = ResultsFile()
@@ -104,6 +105,8 @@ class ResultsCollector:
             self.infra_errors.setdefault(report.nodeid, _error_line(report.longreprtext))
         if report.failed and not getattr(report, UNSOLVED, False):
             self.unforgivable.setdefault(report.nodeid, report.when)
+        if getattr(report, UNSOLVED, False):  # failed, or xfailed because a gate was given
+            self.unsolved.add(report.nodeid)
         if report.skipped and not getattr(report, UNSOLVED, False):  # an unsolved item xfailed ran
             self.skipped.add(report.nodeid)
 
@@ -321,7 +324,11 @@ class ResultsCollector:
         if not self.gates and self.baseline is None:
             return  # plain pytest semantics
         if not self.gates and self.comparisons and not any(c.decided for c in self.comparisons):
-            return  # a comparison too small to decide is no verdict: plain pytest semantics
+            # a comparison too small to decide is no verdict: the status a run without it
+            # would have, where an unsolved item (xfailed while a verdict was expected) fails
+            if self.unsolved and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
         if session.exitstatus not in (
             pytest.ExitCode.OK,
             pytest.ExitCode.TESTS_FAILED,

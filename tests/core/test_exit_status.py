@@ -205,6 +205,15 @@ ROWS = {
         line="compare UNDECIDED  mymath.average_at_n  (1.0000 vs 1.0000 on 2 shared problems, diff +0.0000: "
         "too few problems to decide (2 paired; need >= 10))",
     ),
+    # the same with one problem unsolved: no verdict forgives it (before, it was xfailed: exit 0)
+    "unsolved-compare-undecided": Row(
+        "only unsolved problems; the baseline comparison cannot decide",
+        (1, 0, 1),
+        (1, 0, 1),
+        ("none",),
+        data={"baseline.jsonl": BASELINE},
+        args=("--agenteval-compare=baseline.jsonl",),
+    ),
 }
 
 
