@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agenteval.report._runs import Run, SuiteRun
-from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap
+from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,10 @@ def _delta(reference: SuiteRun, current: SuiteRun, tolerance: float) -> Delta:
         problem_scores(reference), problem_scores(current), seed=seed
     )
     diff = new - old
-    if shared and high < 0 and diff < -tolerance:
+    undecided = too_few(shared)  # the rule --agenteval-compare applies
+    if undecided:
+        verdict = undecided
+    elif shared and high < 0 and diff < -tolerance:
         verdict = "significant drop"
     elif shared and low > 0 and diff > tolerance:
         verdict = "significant gain"

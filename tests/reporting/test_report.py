@@ -15,6 +15,9 @@ from pytest_agenteval.report._runs import default_label
 
 from .conftest import REPO
 
+# 4 problems: the report says so, as --agenteval-compare does, instead of a verdict
+FOUR = "too few problems to decide (4 paired; need >= 10) |"
+
 
 def report(*args: object) -> subprocess.CompletedProcess[str]:
     """The command as a user runs it: `python -m pytest_agenteval report ...`."""
@@ -49,9 +52,9 @@ def test_one_row_per_run_with_exact_numbers_and_deltas(runs: dict[str, Path], tm
         f"| Base (reference) | 2 | 4 | 12.5% {ci(base, 'average_at_n')} | 25.0% {ci(base, 'pass_at_n')} "
         f"| 75.0% {ci(base, 'format_rate')} | 25.0% |  |  |",
         f"| Step 20 | 2 | 4 | 37.5% {ci(step20, 'average_at_n')} | 75.0% {ci(step20, 'pass_at_n')} "
-        f"| 75.0% {ci(step20, 'format_rate')} | 75.0% | +25.0 pp [+0.0, +50.0] | no significant change |",
+        f"| 75.0% {ci(step20, 'format_rate')} | 75.0% | +25.0 pp [+0.0, +50.0] | " + FOUR,
         f"| Step 50 ★ | 2 | 4 | 75.0% {ci(step50, 'average_at_n')} | 100.0% {ci(step50, 'pass_at_n')} "
-        f"| 87.5% {ci(step50, 'format_rate')} | 100.0% | +62.5 pp [+25.0, +100.0] | significant gain |",
+        f"| 87.5% {ci(step50, 'format_rate')} | 100.0% | +62.5 pp [+25.0, +100.0] | " + FOUR,
     ]
     text = out.read_text()
     assert "| Step 20 | 37.5% | 75.0% |" in text  # pass@k: k=1 is Average@N, k=2 Pass@N
@@ -63,7 +66,7 @@ def test_a_drop_against_the_baseline_lists_the_problems_lost(runs: dict[str, Pat
     assert main([str(runs["base"]), "--baseline", str(runs["step50"]), "--label", "regressed"]) == 0
     text = capsys.readouterr().out
     assert "| regressed | 2 | 4 | 12.5%" in text
-    assert "| -62.5 pp [-100.0, -25.0] | significant drop |" in text
+    assert "| -62.5 pp [-100.0, -25.0] | " + FOUR in text
     assert "### Changed problems: regressed vs Step 50" in text
     assert "- solved in Step 50, not now (3): `0`, `1`, `2`" in text
 

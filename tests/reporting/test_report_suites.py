@@ -70,7 +70,10 @@ def test_bfcl_report_has_categories_groups_and_the_delta(bfcl_runs, tmp_path: Pa
     )
     text = (tmp_path / "r.md").read_text()
     assert "| before (reference) | 1 | 5 | 60.0% [23.1%, 88.2%] |  |  |" in text
-    after = "| after ★ | 1 | 5 | 100.0% [56.6%, 100.0%] | +40.0 pp [+0.0, +80.0] | no significant change |"
+    after = (
+        "| after ★ | 1 | 5 | 100.0% [56.6%, 100.0%] | +40.0 pp [+0.0, +80.0] "
+        "| too few problems to decide (5 paired; need >= 10) |"
+    )
     assert after in text
     assert "| Run | simple_python | irrelevance |" in text
     assert "| before | 66.7% (2/3) | 50.0% (1/2) |" in text
