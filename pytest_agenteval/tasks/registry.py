@@ -28,6 +28,9 @@ _COMMON = (
     "tokens.completion",
     "requests.<counter>",
     "harness.<measure>",
+    "backend.<counter>",  # the processes' counters: retries by cause, cache hits, gave_up_500...
+    "errors.<counter>",  # errors.items
+    "duration_s",
 )
 MATH_METRICS = _COMMON + (
     "average_at_n",
@@ -39,8 +42,7 @@ MATH_METRICS = _COMMON + (
     "passed_problems",
     "maj_at_n",
     "pass_at_k.<k>",
-    "errors.items",
-    "sandbox.<counter>",
+    "sandbox.<path>",  # counters and latency_ms.p95
 )
 BFCL_METRICS = _COMMON + (
     "items",
@@ -52,7 +54,6 @@ BFCL_METRICS = _COMMON + (
     "overall_official",
     "weighted_accuracy",
     "parameter_accuracy",
-    "errors.items",
     "per_category.<category>.<measure>",
     "groups.<group>",
     "groups_official.<group>",
@@ -64,7 +65,6 @@ GAIA_METRICS = _COMMON + (
     "scored",
     "correct",
     "accuracy",
-    "errors",
     "error_rate",
     "per_level.<level>.<measure>",
     "drop_rates.<levels>",
@@ -78,6 +78,8 @@ GAIA_METRICS = _COMMON + (
     "latency_p95_s",
 )
 DATAGEN_METRICS = _COMMON + (
+    "reference_problems",
+    "opponents_per_item",
     "judge.<path>",
     "winrate.<path>",
     "panel.<path>",

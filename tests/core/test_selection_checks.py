@@ -114,8 +114,16 @@ MATH = "its numeric metrics: " + ", ".join(KNOWN_METRICS["aime25"])
             "'per_category.simple_python' is not a number of bfcl",
         ),
         ("gaia.per_level.1.accuracy >= 0", None, None),
-        ("gaia.errors <= 0", None, None),
+        # the controller's errors block is {"items": N} for every suite (gaia's was a number)
+        ("gaia.errors.items <= 0", None, None),
+        ("gaia.errors <= 0", None, "'errors' is not a number of gaia"),
         ("datagen.judge.mean >= 0", None, None),
+        # numbers every summary has, rejected at start-up before (found in review)
+        ("aime25.backend.cache_hits >= 0", None, None),
+        ("bfcl.backend.gave_up_500 <= 0", None, None),
+        ("aime25.sandbox.latency_ms.p95 <= 5000", None, None),
+        ("aime25.duration_s <= 600", None, None),
+        ("datagen.reference_problems >= 30", None, None),
     ],
 )
 def test_only_numeric_fields_gate(expression: str, kind: str | None, error: str | None) -> None:
