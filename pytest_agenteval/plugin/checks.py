@@ -236,6 +236,12 @@ def check_selection(
             check_pass_at_k(gate, suite.samples(settings))
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None
+    gaia = any(builtin_kind(suite) == "gaia" for suite in suites.values())
+    if gaia and settings.gaia_path and not Path(os.path.expanduser(settings.gaia_path)).exists():
+        raise pytest.UsageError(  # only where GAIA runs: a shared ini's path must not stop others
+            f"--gaia-path {settings.gaia_path}: no such folder; give the local GAIA dataset folder, "
+            "or omit --gaia-path for the gated hub dataset (with HF_TOKEN)"
+        )
     if baseline is not None and settings.compare:
         from pytest_agenteval.output.compare import BaselineError, check_baseline
 
@@ -311,11 +317,6 @@ def check_suite_options(settings: Settings) -> None:
             check_export_model(settings.bfcl_export_model, settings.bfcl_style)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
-    if settings.gaia_path and not Path(os.path.expanduser(settings.gaia_path)).exists():
-        raise pytest.UsageError(
-            f"--gaia-path {settings.gaia_path}: no such folder; give the local GAIA dataset folder, "
-            "or omit --gaia-path for the gated hub dataset (with HF_TOKEN)"
-        )
     if settings.judge_endpoints or settings.judge_models:
         from pytest_agenteval.tasks.datagen import check_judge_options
 

@@ -366,6 +366,20 @@ def test_an_option_without_effect_warns_at_start_up(suite_dir: pytest.Pytester, 
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_missing_gaia_path_only_warns_where_gaia_is_not_selected(
+    suite_dir: pytest.Pytester, workers: str
+) -> None:
+    """A gaia_path in a shared ini must not stop AIME runs (it was exit 4 on every run)."""
+    with OpenAITestServer(ServerConfig(answers=SOLVED)) as server:
+        result = _run(suite_dir, server, workers, "--mode=text-only", "--val-n=1", "--gaia-path=/nonexistent")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [line for line in result.outlines if line.startswith("WARNING: agenteval: --gaia-path")] == [
+        "WARNING: agenteval: --gaia-path has no effect on the selected suites (aime25 in text-only mode); "
+        "it applies to gaia"
+    ]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_gate_on_a_suite_when_nothing_is_selected_still_fails_at_the_end(
     suite_dir: pytest.Pytester, workers: str
 ) -> None:
