@@ -29,6 +29,7 @@ class ContextOverflowError(SamplerError):
         self.prompt_tokens = prompt_tokens
         self.context = context
         self.detail = detail
+        self.attempts = 0  # requests it took to learn it (a server's refusal: 1), for the totals
         size = f" is {prompt_tokens} tokens," if prompt_tokens is not None else ""
         if prompt_tokens is not None and context is not None and prompt_tokens < context:
             size += " with the room asked for the reply"  # the server adds max_tokens

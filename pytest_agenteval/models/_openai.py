@@ -243,7 +243,11 @@ class OpenAISampler:
                 except _Retryable as exc:
                     failure = exc
                     self._note_failure(endpoint, exc.cause)
-                except (FatalRequestError, ContextOverflowError):
+                except ContextOverflowError as exc:
+                    self.health.succeeded(endpoint)  # it answered: alive
+                    exc.attempts = attempt  # sent, and counted in the run's requests
+                    raise
+                except FatalRequestError:
                     self.health.succeeded(endpoint)  # it answered: alive
                     raise
                 finally:

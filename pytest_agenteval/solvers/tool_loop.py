@@ -243,6 +243,7 @@ async def _run_turns(
             )
         except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
             state.overflow = str(exc)
+            state.attempts += exc.attempts  # the refused request was sent
             return CONTEXT_EXCEEDED
         _account(state, completion)
         action = (

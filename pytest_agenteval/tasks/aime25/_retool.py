@@ -60,6 +60,7 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
             completion = await conversation.sample(params)
         except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
             state.overflow = str(exc)
+            state.attempts += exc.attempts  # the refused request was sent
             return CONTEXT_EXCEEDED
         text = completion.text.strip()  # the chat template strips assistant content too
         if completion.tool_calls:

@@ -47,6 +47,7 @@ class _Play:
     calls: int = 0
     force_terminated: bool = False
     inference_error: str | None = None
+    refused_attempts: int = 0  # requests refused for the context (sent, counted in the totals)
 
 
 async def play_multi_turn(
@@ -95,6 +96,7 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
             # such an entry as an inference error, which scores as wrong; so do we. Any other
             # SamplerError is infrastructure: an error of the item, raised.
             play.inference_error = str(exc)
+            play.refused_attempts += exc.attempts  # the refused request was sent
             return steps
         play.completions.append(completion)
         progress.note_turn(completion)
@@ -169,7 +171,7 @@ def _rollout(play: _Play) -> Rollout:
         prompt_tokens=sum(c.prompt_tokens for c in completions),
         completion_tokens=sum(c.completion_tokens for c in completions),
         latency_s=sum(c.latency_s for c in completions),
-        attempts=sum(c.attempts for c in completions),
+        attempts=sum(c.attempts for c in completions) + play.refused_attempts,
         retries=sum(max(0, c.attempts - 1) for c in completions),
         cached=bool(completions) and all(c.cached for c in completions),
         extra={
