@@ -251,8 +251,11 @@ def test_pytest_help_shows_each_default(pytester: pytest.Pytester) -> None:
     text = " ".join(result.stdout.str().split())  # argparse wraps help to the terminal's width
     for shown in (
         "--val-n=AGENTEVAL_VAL_N generations per problem (N); BFCL and GAIA: 1 unless given (default: 12)",
-        "--max-tokens=AGENTEVAL_MAX_TOKENS max new tokens per completion (text-only) (default: 8192)",
-        "--temperature=AGENTEVAL_TEMPERATURE sampling temperature (default: 1.0)",
+        # the suites with their own defaults say so (the help gave 8192 and 1.0 for all)
+        "--max-tokens=AGENTEVAL_MAX_TOKENS max new tokens per completion; BFCL: 1024, datagen: 512 "
+        "unless given (default: 8192)",
+        "--temperature=AGENTEVAL_TEMPERATURE sampling temperature; BFCL: 0.001, GAIA and datagen: 0.0 "
+        "unless given (default: 1.0)",
         "(a localhost endpoint: per machine, shared by the workers there) (default: 32)",
     ):
         assert shown in text, shown
