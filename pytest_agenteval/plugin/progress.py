@@ -214,7 +214,7 @@ class ProgressDisplay:
         self.drawn = 0  # characters of the line now on screen (terminal mode)
         self.workers: dict[str, dict[str, int]] = {}  # local worker -> its latest counters
         self.reported: dict[str, dict[str, int]] = {}  # remote worker -> counts from its reports
-        self.rates = Rates(deque())
+        self.rates = Rates(deque([(time.monotonic(), 0, 0)]))  # from the start: a first line has a rate
         self.stopped = threading.Event()
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.socket.bind(("127.0.0.1", 0))
@@ -230,7 +230,11 @@ class ProgressDisplay:
     def line(self) -> str:
         totals = self.totals()
         generation_rate, token_rate = self.rates.add(time.monotonic(), totals["done"], totals["tokens"])
-        return format_line(totals, generation_rate, token_rate, int(self.runtime.settings.max_tokens or 0))
+        settings = self.runtime.settings
+        # the budget stands in for the ETA only where the user set it: each suite (and retool's
+        # turns) has a default of its own
+        budget = int(settings.max_tokens or 0) if "max_tokens" in settings.explicit else 0
+        return format_line(totals, generation_rate, token_rate, budget)
 
     # -- drawing -----------------------------------------------------------------------
     def _erase(self) -> None:
