@@ -25,6 +25,7 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         "backend": "openai",
         "label": "mock-model",
         "name": "mock-model",
+        "display": "mock-model (openai)",  # how the terminal names it
         "endpoints": [server.url],
         "reported": [{"id": "mock-model", "owned_by": "pytest-agenteval"}],  # its /v1/models entry
         "weights_identified": False,

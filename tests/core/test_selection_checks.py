@@ -86,8 +86,7 @@ def test_help_names_the_suites_of_an_option(pytester: pytest.Pytester) -> None:
     text = " ".join(result.stdout.str().split())  # argparse wraps the help
     assert (
         "new tokens per assistant turn (the --max-tokens of a tool loop) (default: 1024) "
-        "[only aime25 in retool mode, gaia]"
-        in text
+        "[only aime25 in retool mode, gaia]" in text
     )
     assert "512 unless given (default: 8192) [only aime25 in text-only mode, bfcl, datagen]" in text
 

@@ -32,7 +32,12 @@ CONTROLLER_RAISES = 'EXTRA = 1\nif "PYTEST_XDIST_WORKER" not in os.environ:\n   
 ANSWERS = {"What is 30 + 40?": "\\boxed{70}", "What is 12 * 49?": "\\boxed{588}"}
 
 
-def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> pytest.RunResult:
+def _run(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    *args: str,
+    gate: str = "mymath.average_at_n >= 0.5",
+) -> pytest.RunResult:
     for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])
@@ -40,7 +45,7 @@ def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str)
         return pytester.runpytest_subprocess(
             "-p", "no:cacheprovider", f"--dataset-path={data}", f"--endpoint={server.url}",
             "--mode=text-only", "--val-n=1", "--agenteval-out=results.jsonl",
-            "--agenteval-gate", "mymath.average_at_n >= 0.5", *args,
+            "--agenteval-gate", gate, *args,
         )  # fmt: skip
 
 
@@ -101,7 +106,16 @@ def test_two_suite_files_of_one_name_under_importlib_mode_keep_their_summaries(
         path = pytester.mkdir(folder) / "test_eval.py"
         text = SUITE.format(prelude=f"EXTRA = {extra}\n").replace('"mymath"', f'"{suite}"')
         path.write_text(text, encoding="utf-8")
-    result = _run(pytester, monkeypatch, "-n", workers, "--import-mode=importlib", "a", "b")
+    result = _run(
+        pytester,
+        monkeypatch,
+        "-n",
+        workers,
+        "--import-mode=importlib",
+        "a",
+        "b",
+        gate="mya.average_at_n >= 0",
+    )
     assert not [line for line in result.outlines if line.startswith("ERROR")], result.outlines[-15:]
     _, summaries = read_results(pytester.path / "results.jsonl")
     assert sorted((s["suite"], s["extra"]) for s in summaries) == [("mya", 1), ("myb", 2)]
