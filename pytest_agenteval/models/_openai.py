@@ -243,12 +243,10 @@ class OpenAISampler:
                 except _Retryable as exc:
                     failure = exc
                     self._note_failure(endpoint, exc.cause)
-                except ContextOverflowError as exc:
+                except (FatalRequestError, ContextOverflowError) as exc:
                     self.health.succeeded(endpoint)  # it answered: alive
-                    exc.attempts = attempt  # sent, and counted in the run's requests
-                    raise
-                except FatalRequestError:
-                    self.health.succeeded(endpoint)  # it answered: alive
+                    if isinstance(exc, ContextOverflowError):
+                        exc.attempts = attempt  # sent: counted in the run's requests
                     raise
                 finally:
                     self._in_flight[endpoint] -= 1

@@ -170,8 +170,8 @@ def test_a_conversation_that_outgrows_the_context_scores_as_an_inference_error(s
     assert rollout.stop_reason == "context_exceeded"
     (turn,) = rollout.extra["mt_turns"]
     assert len(turn) == 1 and turn[0]["calls"][0] == "cd(folder='document')"
-    # what the answered request spent is the rollout's: nothing is lost with the refusal
-    assert (rollout.turns, rollout.attempts, rollout.prompt_tokens) == (1, 1, first)
+    # what the answered request spent is the rollout's, and the refused request was sent too
+    assert (rollout.turns, rollout.attempts, rollout.prompt_tokens) == (1, 2, first)
     assert rollout.completion_tokens == estimate_tokens(turn[0]["response"])
     error = rollout.extra["inference_error"]
     said = re.fullmatch(
