@@ -5,6 +5,7 @@ serif style, percent axis) with our 95% intervals as error bars and the best run
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,12 +80,18 @@ def _errors(rows: Sequence[Row], name: str) -> list[list[float]] | None:
 
 
 def _value_labels(
-    axis: Any, xs: Sequence[float], values: Sequence[float], errors: list[list[float]] | None, size: int = 8
+    axis: Any,
+    xs: Sequence[float],
+    values: Sequence[float | None],
+    errors: list[list[float]] | None,
+    size: int = 8,
 ) -> None:
-    """Each value above its bar or point, clear of its error bar."""
+    """Each value above its bar or point, clear of its error bar; `n/a` where the summary
+    has no number (nothing scored), never a 0.0 % it did not measure."""
     for index, (x, value) in enumerate(zip(xs, values, strict=True)):
-        top = value + (errors[1][index] if errors else 0.0)
-        axis.text(x, top + 0.015, f"{value:.1%}", ha="center", va="bottom", fontsize=size, color="#202020")
+        top = (value or 0.0) + (errors[1][index] if errors else 0.0)
+        text = "n/a" if value is None else f"{value:.1%}"
+        axis.text(x, top + 0.015, text, ha="center", va="bottom", fontsize=size, color="#202020")
 
 
 def checkpoint_chart(report: SuiteReport) -> Any:
@@ -99,11 +106,11 @@ def checkpoint_chart(report: SuiteReport) -> Any:
         (1, "pass_at_n", PASS, "Pass"),
     ):
         positions = [x + offset * width / 2 for x in xs]
-        values = [r.suite.summary.get(name) or 0.0 for r in rows]
+        values = [r.suite.summary.get(name) for r in rows]
         errors = _errors(rows, name)
         bars.bar(
             positions,
-            values,
+            [v or 0.0 for v in values],  # n/a: no bar, labelled so
             width=width,
             color=colour,
             edgecolor="#202020",
@@ -116,11 +123,11 @@ def checkpoint_chart(report: SuiteReport) -> Any:
         _value_labels(bars, positions, values, errors)
     bars.set_title(f"(a) Average@{n} & Pass@{n} (95% intervals)")
     bars.legend(loc="upper left", frameon=False)
-    formats = [r.suite.summary.get("format_rate") or 0.0 for r in rows]
+    formats = [r.suite.summary.get("format_rate") for r in rows]
     errors = _errors(rows, "format_rate")
     line.errorbar(
         xs,
-        formats,
+        [math.nan if v is None else v for v in formats],  # n/a: no point, the line breaks
         yerr=errors,
         color=FORMAT,
         marker="s",
