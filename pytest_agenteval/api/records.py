@@ -52,10 +52,15 @@ def counted_tokens(rollout: Rollout) -> tuple[int, int]:
     one of several of one request (`n`) carries `request_usage` in `extra`: the request's
     usage on its first sample, {} on the others, so the request counts once, as the
     server reported it. Any other sample counts its own."""
-    usage = rollout.extra.get("request_usage")
+    return counted_usage(rollout.prompt_tokens, rollout.completion_tokens, rollout.extra)
+
+
+def counted_usage(prompt: int, completion: int | None, extra: Mapping[str, Any]) -> tuple[int, int]:
+    """`counted_tokens` of a generation's fields (a rollout's, or a results line's)."""
+    usage = extra.get("request_usage")
     if isinstance(usage, Mapping):
         return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    return rollout.prompt_tokens, rollout.completion_tokens or 0
+    return int(prompt or 0), int(completion or 0)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.api.records import counted_usage
 from pytest_agenteval.plugin.items import problem_of, suite_of
 
 WORKER_KEY = "agenteval_progress"  # workerinput: the controller's "host:port"
@@ -75,13 +76,8 @@ def add_record(counts: dict[str, int], record: Mapping[str, Any]) -> None:
 
 
 def _completion_tokens(generation: dict[str, Any]) -> int:
-    """A results line's generation, counted as `api.records.counted_tokens` counts a
-    rollout: one of several samples of one request (null tokens) counts its request's
-    usage once, on the first sample."""
-    usage = generation.get("request_usage")
-    if isinstance(usage, dict):
-        return int(usage.get("completion_tokens") or 0)
-    return int(generation.get("completion_tokens") or 0)
+    """A results line's generation as `api.records.counted_tokens` counts a rollout."""
+    return counted_usage(0, generation.get("completion_tokens"), generation)[1]
 
 
 def _duration(seconds: float) -> str:
