@@ -17,6 +17,7 @@ from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.tasks.bfcl._prompt import prompt_messages
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from pytest_agenteval.testing._render import estimate_prompt_tokens
+from tests._oracle import require_oracle
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 
@@ -29,7 +30,16 @@ agenteval_suite = Bfcl()
 def test_bfcl(evaluation):
     evaluation.check()
 """
-pytestmark = pytest.mark.skipif(bool(missing_requirements()), reason="bfcl-eval environments missing")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bfcl_eval_environments() -> None:
+    if missing_requirements():
+        require_oracle(
+            f"bfcl-eval's environments are not installed: pip install {' '.join(missing_requirements())}"
+        )
+
+
 SELECT = ("-p", "no:cacheprovider", "-m", "multi_turn", "--limit-per-category=1")
 SELECT += ("--agenteval-out=r.jsonl", "--bfcl-export-dir=export")
 EXPORT_MODEL = "open-mistral-nemo-2407"  # the prompting style's default export folder
