@@ -153,24 +153,30 @@ def test_the_message_says_the_numbers_in_one_line() -> None:
     assert str(ContextOverflowError(None, None)) == "context overflow: the prompt over the model's context"
 
 
+def overflow_of(sampler, messages) -> ContextOverflowError:
+    """The ContextOverflowError `sampler.complete(messages)` raises (the sampler closed after)."""
+
+    async def go():
+        try:
+            return await sampler.complete(messages, PARAMS)
+        finally:
+            await sampler.aclose()
+
+    with pytest.raises(ContextOverflowError) as caught:
+        asyncio.run(go())
+    return caught.value
+
+
 @pytest.mark.parametrize("style", CONTEXT_STYLES)
 def test_the_openai_sampler_raises_the_type_for_each_servers_refusal_and_does_not_retry(style: str) -> None:
     messages = [{"role": "user", "content": "x" * 400}]  # ~104 tokens by the server's estimate
     config = ServerConfig(context_tokens=50, context_style=style)
     with OpenAITestServer(config) as server:
         sampler = OpenAISampler([server.url], "mock-model")
-
-        async def go():
-            try:
-                return await sampler.complete(messages, PARAMS)
-            finally:
-                await sampler.aclose()
-
-        with pytest.raises(ContextOverflowError) as caught:
-            asyncio.run(go())
+        overflow = overflow_of(sampler, messages)
         sent = len(server.requests)
-    assert (caught.value.prompt_tokens, caught.value.context) == (104, 50)
-    assert caught.value.detail == f"{server.url}/chat/completions"
+    assert (overflow.prompt_tokens, overflow.context) == (104, 50)
+    assert overflow.detail == f"{server.url}/chat/completions"
     assert sent == 1  # refused for good: never retried
     assert sampler.stats()["context_overflow"] == 1
 
@@ -178,17 +184,8 @@ def test_the_openai_sampler_raises_the_type_for_each_servers_refusal_and_does_no
 def test_vllm_refuses_a_prompt_that_fits_when_max_tokens_does_not() -> None:
     messages = [{"role": "user", "content": "x" * 100}]  # ~29 tokens
     with OpenAITestServer(ServerConfig(context_tokens=50, context_style="vllm")) as server:
-        sampler = OpenAISampler([server.url], "mock-model")
-
-        async def go():
-            try:
-                return await sampler.complete(messages, PARAMS)  # 29 + 64 > 50
-            finally:
-                await sampler.aclose()
-
-        with pytest.raises(ContextOverflowError) as caught:
-            asyncio.run(go())
-    assert (caught.value.prompt_tokens, caught.value.context) == (29, 50)
+        overflow = overflow_of(OpenAISampler([server.url], "mock-model"), messages)  # 29 + 64 > 50
+    assert (overflow.prompt_tokens, overflow.context) == (29, 50)
 
 
 def test_the_in_process_llama_sampler_raises_the_type() -> None:
@@ -199,19 +196,11 @@ def test_the_in_process_llama_sampler_raises_the_type() -> None:
         path = embedded_model_path()
     except SamplerError as exc:
         pytest.skip(f"the embedded model: {exc}")
-    sampler = LlamaSampler(path, embedded=True, n_ctx=64)
-    messages = [{"role": "user", "content": "word " * 200}]
-
-    async def go():
-        try:
-            return await sampler.complete(messages, PARAMS)
-        finally:
-            await sampler.aclose()
-
-    with pytest.raises(ContextOverflowError) as caught:
-        asyncio.run(go())
-    assert caught.value.context == 64 and caught.value.prompt_tokens > 200
-    assert caught.value.detail == "llama.cpp in-process, --n-ctx"
+    overflow = overflow_of(
+        LlamaSampler(path, embedded=True, n_ctx=64), [{"role": "user", "content": "word " * 200}]
+    )
+    assert overflow.context == 64 and overflow.prompt_tokens > 200
+    assert overflow.detail == "llama.cpp in-process, --n-ctx"
 
 
 @pytest.mark.parametrize("backend", ["embedded", "endpoint"])
