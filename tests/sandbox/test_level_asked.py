@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,6 +87,15 @@ def test_a_named_level_this_machine_cannot_give_stops_the_run_at_start_up(
 CODE = {"code": "print(30 + 40)"}
 
 
+def _run_retool(suite: pytest.Pytester, script: Any, out: Path, *extra: str) -> pytest.RunResult:
+    """Two retool items of the tiny data on the test server playing `script`."""
+    with OpenAITestServer(ServerConfig(script=script)) as server:
+        return suite.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--dataset-path=tiny.jsonl", f"--endpoint={server.url}",
+            "--mode=retool", "--limit=2", "--val-n=1", f"--agenteval-out={out}", *extra,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("workers", [("-n", "0"), ("-n", "2")])
 @pytest.mark.parametrize(("path", "line"), [(NO_BWRAP, DEGRADED), ("usual", None)], ids=["no-bwrap", "usual"])
 def test_the_default_level_says_in_the_terminal_summary_what_it_went_without(
@@ -105,19 +115,7 @@ def test_the_default_level_says_in_the_terminal_summary_what_it_went_without(
         ]
     )
     out = suite.path / "results.jsonl"
-    with OpenAITestServer(ServerConfig(script=script)) as server:
-        result = suite.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            "--dataset-path=tiny.jsonl",
-            f"--endpoint={server.url}",
-            "--mode=retool",
-            "--limit=2",
-            "--val-n=1",
-            "--sandbox-timeout=10",
-            f"--agenteval-out={out}",
-            *workers,
-        )
+    result = _run_retool(suite, script, out, "--sandbox-timeout=10", *workers)
     result.assert_outcomes(passed=1, failed=1)
     (summary,) = read_results(out)[1]
     counters = {k for k in summary["backend"] if k.startswith("sandbox_")}
@@ -139,20 +137,9 @@ def test_a_worker_on_a_machine_without_the_named_level_fails_its_items_with_the_
         [Reply(text="Let me compute.", tool_calls=[{"name": "code_interpreter", "arguments": CODE}])]
     )
     out = suite.path / "results.jsonl"
-    with OpenAITestServer(ServerConfig(script=script)) as server:
-        result = suite.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            "--dataset-path=tiny.jsonl",
-            f"--endpoint={server.url}",
-            "--mode=retool",
-            "--limit=2",
-            "--val-n=1",
-            "--sandbox-level=bwrap",
-            f"--agenteval-out={out}",
-            f"--tx=2*popen//env:PATH={NO_BWRAP}",
-            "--dist=load",
-        )
+    result = _run_retool(
+        suite, script, out, "--sandbox-level=bwrap", f"--tx=2*popen//env:PATH={NO_BWRAP}", "--dist=load"
+    )
     problems, _ = read_results(out)
     worker_line = "sample 0: RuntimeError: " + BWRAP_MISSING.split("; or pass")[0]
     assert (result.ret, [p["error"] for p in problems]) == (pytest.ExitCode.TESTS_FAILED, [worker_line] * 2)
