@@ -152,6 +152,13 @@ class Trajectory:
         self.retries += max(0, completion.attempts - 1)
         self.all_cached = self.all_cached and completion.cached
 
+    def refused(self, overflow: ContextOverflowError) -> str:
+        """The backend refused the next prompt as over the context: the trajectory ends
+        here, scored as it is; the refused request was sent and counts."""
+        self.overflow = str(overflow)
+        self.attempts += overflow.attempts
+        return CONTEXT_EXCEEDED
+
 
 # The stop reason of a trajectory whose next prompt the backend refused as longer than the
 # model's context (ContextOverflowError): it ends there and is scored, not an error.
@@ -241,10 +248,8 @@ async def _run_turns(
             completion = await ctx.sampler.complete(
                 state.messages, params, tools=[TOOL_SCHEMA] if native else None
             )
-        except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
-            state.overflow = str(exc)
-            state.attempts += exc.attempts  # the refused request was sent
-            return CONTEXT_EXCEEDED
+        except ContextOverflowError as exc:  # outgrew the model's window
+            return state.refused(exc)
         _account(state, completion)
         action = (
             parse_native_action(completion, answer_marker)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_agenteval.api.records import Rollout
 from pytest_agenteval.models import ContextOverflowError
 from pytest_agenteval.solvers.tool_loop import (
-    CONTEXT_EXCEEDED,
     PromptTooLong,
     SandboxFailure,
     Trajectory,
@@ -58,10 +57,8 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
         )
         try:
             completion = await conversation.sample(params)
-        except ContextOverflowError as exc:  # outgrew the model's window: ends, scored as it is
-            state.overflow = str(exc)
-            state.attempts += exc.attempts  # the refused request was sent
-            return CONTEXT_EXCEEDED
+        except ContextOverflowError as exc:  # outgrew the model's window
+            return state.refused(exc)
         text = completion.text.strip()  # the chat template strips assistant content too
         if completion.tool_calls:
             text = native_call_text(text, completion.tool_calls)
