@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 import random
@@ -21,7 +20,6 @@ from pytest_agenteval.api.sampler import (
     ModelIdentity,
     SamplerError,
     SamplingParams,
-    ToolCall,
     approx_token_count,
     note_served,
     request_priority,
@@ -30,6 +28,7 @@ from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokeniz
 from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
 from pytest_agenteval.models._keys import api_key_from_env
+from pytest_agenteval.models._openai_replies import Retryable, error_message, parse_completions
 from pytest_agenteval.models._overflow import context_overflow
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from pytest_agenteval.models._slots import EndpointSlots
@@ -40,13 +39,6 @@ from pytest_agenteval.models._template import ChatTokenizer
 UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
 STALLS = ("stall", "deadline", "timeout")  # idle stream, max_tokens deadline, --request-timeout
 STALL_NAMES = {"stall": "idle", "deadline": "deadline", "timeout": "request_timeout"}
-
-
-class _Retryable(Exception):
-    def __init__(self, cause: str, retry_after: float | None = None) -> None:
-        super().__init__(cause)
-        self.cause = cause
-        self.retry_after = retry_after
 
 
 class OpenAISampler:
@@ -234,13 +226,13 @@ class OpenAISampler:
                     self._counts["requests"] += 1
                     sent = time.monotonic()
                     data = await self._post(session, endpoint, body, route)
-                    completions = _parse_completions(data, time.monotonic() - started, attempt)
+                    completions = parse_completions(data, time.monotonic() - started, attempt)
                     if self.records_served:
                         note_served(completions[0])
                     self._counts["ok"] += 1
                     self._observe(endpoint, completions, time.monotonic() - sent)
                     return completions
-                except _Retryable as exc:
+                except Retryable as exc:
                     failure = exc
                     self._note_failure(endpoint, exc.cause)
                 except (FatalRequestError, ContextOverflowError) as exc:
@@ -358,38 +350,38 @@ class OpenAISampler:
                     return data
                 raw = await response.read()
         except IdleTimeout as exc:  # nothing for idle_timeout_s
-            raise _Retryable("stall") from exc
+            raise Retryable("stall") from exc
         except InvalidRequest as exc:  # never sent (a control character in the API key)
             raise FatalRequestError(f"{url}: {exc}") from exc
         except asyncio.TimeoutError as exc:  # the whole request's time
-            raise _Retryable("timeout" if streaming else cause) from exc
+            raise Retryable("timeout" if streaming else cause) from exc
         except StreamInterrupted as exc:  # cut short by the server: it gets deadlines instead
             self._no_stream.add(endpoint)
-            raise _Retryable("stream_interrupted") from exc
+            raise Retryable("stream_interrupted") from exc
         except (StreamError, ValueError) as exc:  # ValueError: a line past MAX_LINE
-            raise _Retryable("truncated") from exc
+            raise Retryable("truncated") from exc
         except (ConnectionError, OSError) as exc:  # HttpError is one
-            raise _Retryable("connection") from exc
+            raise Retryable("connection") from exc
         overflow = context_overflow(status, raw, url)
         if overflow is not None:  # the prompt outgrew the context: a typed error, never retried
             self._counts["context_overflow"] += 1
             raise overflow
-        if streaming and status in (400, 422) and "stream" in _error_message(raw).lower():
+        if streaming and status in (400, 422) and "stream" in error_message(raw).lower():
             self._no_stream.add(endpoint)  # refuses SSE: from now on, deadlines instead
             self._counts["stream_refused"] += 1
             self._counts["requests"] += 1  # the refused one was sent too
             return await self._post(session, endpoint, body, route)
         if status in FATAL_STATUS:
             self._counts[f"fatal_{status}"] += 1
-            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+            raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
         if status in RETRYABLE_STATUS or status >= 500:
-            raise _Retryable(str(status), retry_after)
+            raise Retryable(str(status), retry_after)
         if status >= 400:
-            raise FatalRequestError(f"{url}: HTTP {status}: {_error_message(raw)}")
+            raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
         try:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _Retryable("bad_json") from exc
+            raise Retryable("bad_json") from exc
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)
@@ -408,92 +400,3 @@ class OpenAISampler:
             session, self._session = self._session, None
             self._counts.update(session.counts)  # its stale-connection retries outlive it
             await session.close()
-
-
-def _error_message(raw: bytes) -> str:
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        payload = json.loads(text)
-        error = payload.get("error", payload)
-        if isinstance(error, Mapping):
-            return str(error.get("message") or error)
-        return str(error)
-    except (json.JSONDecodeError, AttributeError):
-        return text[:200] or "(empty body)"
-
-
-def _parse_completions(data: Mapping[str, Any], latency: float, attempts: int) -> list[Completion]:
-    """Every choice; the request's attempts are counted once, on the first. A request
-    of several choices (`n`) has one usage, as servers report it: each sample records
-    the prompt's tokens (the prompt of every one) and its own completion tokens where
-    the reply says them (token ids, logprobs), else None; the request's usage goes on
-    the first sample (`request_usage`), {} on the others."""
-    try:
-        choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
-        if not choices:
-            raise IndexError("no choices")
-    except (KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise _Retryable("bad_json") from exc
-    usage = data.get("usage") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    served = {k: v for k in ("model", "system_fingerprint") if isinstance(v := data.get(k), str)}
-    if len(choices) == 1:
-        only = _parse_choice(choices[0], prompt, completion, latency, attempts)
-        return [dataclasses.replace(only, **served)]
-    request = {"prompt_tokens": prompt, "completion_tokens": completion}
-    return [
-        dataclasses.replace(
-            _parse_choice(choice, prompt, _own_tokens(choice), latency, attempts if i == 0 else 0),
-            request_usage=request if i == 0 else {},
-            **served,
-        )
-        for i, choice in enumerate(choices)
-    ]
-
-
-def _own_tokens(choice: Any) -> int | None:
-    """A choice's own completion tokens where the reply says them: its sampled ids
-    (vLLM `return_token_ids`), else its logprobs (one entry a token); else None."""
-    if not isinstance(choice, Mapping):
-        return None
-    if isinstance(choice.get("token_ids"), list):
-        return len(choice["token_ids"])
-    logprobs = choice.get("logprobs")
-    if isinstance(logprobs, Mapping):
-        entries = logprobs.get("content")  # chat
-        if not isinstance(entries, list):
-            entries = logprobs.get("tokens")  # completions
-        if isinstance(entries, list):
-            return len(entries)
-    return None
-
-
-def _parse_choice(
-    choice: Mapping[str, Any],
-    prompt_tokens: int,
-    completion_tokens: int | None,
-    latency: float,
-    attempts: int,
-) -> Completion:
-    if not isinstance(choice, Mapping):
-        raise _Retryable("bad_json")
-    message = choice.get("message") or {"content": choice.get("text")}  # chat, or completions
-    calls = tuple(
-        ToolCall(
-            name=(call.get("function") or {}).get("name", ""),
-            arguments=(call.get("function") or {}).get("arguments") or "",
-            id=call.get("id", ""),
-        )
-        for call in message.get("tool_calls") or ()
-    )
-    return Completion(
-        text=message.get("content") or "",
-        finish_reason=choice.get("finish_reason") or "stop",
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        tool_calls=calls,
-        latency_s=latency,
-        attempts=attempts,
-        token_ids=tuple(int(t) for t in choice.get("token_ids") or ()),
-    )

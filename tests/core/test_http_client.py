@@ -22,7 +22,7 @@ import pytest
 
 from pytest_agenteval.models import FatalRequestError, OpenAISampler, SamplingParams, _http
 from pytest_agenteval.models._http import HttpClient, HttpError, IdleTimeout
-from pytest_agenteval.models._openai import _Retryable
+from pytest_agenteval.models._openai_replies import Retryable
 
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter, dict], Awaitable[bool]]
 
@@ -656,7 +656,7 @@ async def test_a_closed_sampler_leaves_no_session_or_socket_open() -> None:
         warnings.simplefilter("always")
         async with Scripted(_sse((b"data: [DONE]\n",), pause_s=0)) as server:
             sampler = OpenAISampler([server.url.removesuffix("/chat/completions")], "m")
-            with pytest.raises(_Retryable):  # [DONE] without a reply: not the point here
+            with pytest.raises(Retryable):  # [DONE] without a reply: not the point here
                 await sampler._post(sampler._ensure_session(), sampler.endpoints[0], BODY, "chat/completions")
             await sampler.aclose()
         del sampler
@@ -888,10 +888,10 @@ async def test_https_verifies_the_server_against_the_trusted_certificates(
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
-async def _cause_of_post(endpoint: str, stream: bool = False) -> _Retryable:
+async def _cause_of_post(endpoint: str, stream: bool = False) -> Retryable:
     sampler = OpenAISampler([endpoint], "m", stream=stream)
     try:
-        with pytest.raises(_Retryable) as caught:
+        with pytest.raises(Retryable) as caught:
             await sampler._post(sampler._ensure_session(), endpoint, BODY, "chat/completions")
     finally:
         await sampler.aclose()

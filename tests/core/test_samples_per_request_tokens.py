@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.models._openai import _parse_completions
+from pytest_agenteval.models._openai_replies import parse_completions
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 
@@ -103,7 +103,7 @@ USAGE = {"prompt_tokens": 11, "completion_tokens": 9}
 def test_each_choice_records_its_own_count_where_the_reply_says_it(
     choices: list[dict[str, Any]], own: list[int | None], request_usage: list[Any]
 ) -> None:
-    completions = _parse_completions({"choices": choices, "usage": USAGE}, 0.5, 2)
+    completions = parse_completions({"choices": choices, "usage": USAGE}, 0.5, 2)
     assert [c.completion_tokens for c in completions] == own
     assert [c.prompt_tokens for c in completions] == [11] * len(choices)
     assert [c.request_usage for c in completions] == request_usage

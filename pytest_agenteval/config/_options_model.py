@@ -1,0 +1,224 @@
+"""The model, launched servers, endpoints and sampling options (part of the one table: `table.py`)."""
+
+from __future__ import annotations
+
+from pytest_agenteval.config.option import Option, topic
+from pytest_agenteval.config.table_scopes import AIME
+
+OPTIONS: tuple[Option, ...] = (
+    *topic(
+        "Model",
+        Option(
+            "model_path",
+            "--model-path",
+            None,
+            "model to evaluate: a *.gguf file, a checkpoint folder, a LoRA adapter folder, a hub id, "
+            "trio://... or tinker://... (PyTRIO/Tinker sampler weights, with --base-model), "
+            "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct",
+        ),
+        Option(
+            "base_model",
+            "--base-model",
+            None,
+            "base checkpoint folder or hub id of a --model-path LoRA adapter (default: the adapter's "
+            "base_model_name_or_path; a different one is an error); the base model of trio:// and "
+            "tinker:// paths (required there)",
+        ),
+        Option(
+            "chat_template",
+            "--chat-template",
+            None,
+            "Jinja chat template FILE for a checkpoint that has none (required then)",
+        ),
+        Option(
+            "strict",
+            "--strict-adapter",
+            False,
+            "make the adapter-is-live probe's warning (adapter == base) an error (pytest owns --strict)",
+            bool,
+        ),
+        Option(
+            "thinking",
+            "--thinking",
+            "off",
+            "chat-template thinking: off sends chat_template_kwargs.enable_thinking=false, "
+            "omit sends nothing",
+            choices=("off", "on", "omit"),
+        ),
+        Option(
+            "llama_threads",
+            "--llama-threads",
+            1,
+            "threads per process for in-process GGUF models "
+            "(1 holds up best when xdist workers share the cores)",
+            int,
+        ),
+        Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
+        Option(
+            "sdk_telemetry",
+            "--sdk-telemetry",
+            False,
+            "trio:// and tinker://: let the SDK send its telemetry (off unless given)",
+            bool,
+        ),
+    ),
+    *topic(
+        "Launched servers (--serve)",
+        Option(
+            "serve",
+            "--serve",
+            False,
+            "launch one inference server for --model-path on the controller, shared by every xdist "
+            "worker (a .gguf: python -m llama_cpp.server; a checkpoint: vLLM or SGLang)",
+            bool,
+        ),
+        Option(
+            "serve_backend",
+            "--serve-backend",
+            "auto",
+            "server --serve launches: auto (llama-cpp for .gguf; vLLM, else SGLang, where a GPU is "
+            "present; else the in-process transformers backend), or one by name",
+            choices=("auto", "llama-cpp", "vllm", "sglang"),
+        ),
+        Option(
+            "serve_timeout",
+            "--serve-timeout",
+            1200.0,
+            "seconds a launched server may take to be ready",
+            float,
+        ),
+        Option(
+            "serve_keep",
+            "--serve-keep",
+            False,
+            "leave the launched server up (key-less, loopback) and reuse it in the next run when the "
+            "model and arguments match",
+            bool,
+        ),
+        Option(
+            "serve_gpus",
+            "--serve-gpus",
+            None,
+            "GPU ids for launched servers, e.g. 0-7: one independent replica per --serve-tp devices",
+        ),
+        Option("serve_tp", "--serve-tp", 1, "tensor-parallel size of each launched replica", int),
+        Option(
+            "serve_args",
+            "--serve-arg",
+            (),
+            "extra argument for the launched server, verbatim (repeatable; write --serve-arg=--flag=value)",
+            multiple=True,
+        ),
+    ),
+    *topic(
+        "Endpoints (OpenAI-compatible servers)",
+        Option(
+            "endpoints",
+            "--endpoint",
+            (),
+            "OpenAI-compatible base URL, e.g. "
+            "http://localhost:8000/v1 (repeatable: requests are balanced across them)",
+            multiple=True,
+        ),
+        Option(
+            "model_name",
+            "--model-name",
+            None,
+            "model name sent to --endpoint servers (default: the first one the server lists)",
+        ),
+        Option(
+            "api_key_env",
+            "--api-key-env",
+            "OPENAI_API_KEY",
+            "environment variable holding the endpoint's API key (never recorded)",
+        ),
+        Option(
+            "concurrency",
+            "--concurrency",
+            32,
+            "requests in flight per endpoint for the whole run, shared by all xdist workers "
+            "(a localhost endpoint: per machine, shared by the workers there)",
+            int,
+        ),
+        Option(
+            "samples_per_request",
+            "--samples-per-request",
+            1,
+            "ask endpoints for this many samples per request (`n`); 1 keeps every sample's own seed",
+            int,
+            applies_to=("aime25:text-only",),
+        ),
+        Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
+        Option(
+            "idle_timeout",
+            "--idle-timeout",
+            60.0,
+            "seconds without a byte of a streamed reply before it counts as a stall and is retried "
+            "(non-streamed requests get a deadline from max_tokens and the endpoint's throughput)",
+            float,
+        ),
+        Option(
+            "no_stream",
+            "--no-stream",
+            False,
+            "do not stream replies (SSE); stalls are then caught by the max_tokens deadline",
+            bool,
+        ),
+        Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int),
+        Option(
+            "retry_max_seconds",
+            "--retry-max-seconds",
+            600.0,
+            "stop retrying a sample after this many seconds",
+            float,
+        ),
+        Option(
+            "continuation",
+            "--continuation",
+            "messages",
+            "retool turns on --endpoint servers: messages (the server re-renders the chat) or tokens "
+            "(token-in/token-out: vLLM /tokenize and /v1/completions with token ids); in-process "
+            "models always continue from their tokens",
+            choices=("messages", "tokens"),
+            applies_to=("aime25:retool",),
+        ),
+        Option(
+            "tokenizer",
+            "--tokenizer",
+            None,
+            "tokenizer.json (or its folder, with the chat template in tokenizer_config.json) that "
+            "counts tokens for --endpoint servers without a /tokenize route",
+        ),
+    ),
+    *topic(
+        "Sampling",
+        Option(
+            "val_n",
+            "--val-n",
+            12,
+            "generations per problem (N); BFCL and GAIA: 1 unless given",
+            int,
+            applies_to=(*AIME, "bfcl", "gaia"),
+            instead="--datagen-solve",
+        ),
+        Option(
+            "temperature",
+            "--temperature",
+            1.0,
+            "sampling temperature; BFCL: 0.001, GAIA and datagen: 0.0 unless given",
+            float,
+        ),
+        Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
+        Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
+        Option(
+            "max_tokens",
+            "--max-tokens",
+            8192,
+            "max new tokens per completion; BFCL: 1024, datagen: 512 unless given",
+            int,
+            applies_to=("aime25:text-only", "bfcl", "datagen"),
+            instead="--max-assistant-tokens",
+        ),
+        Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
+    ),
+)
