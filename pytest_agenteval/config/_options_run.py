@@ -1,4 +1,5 @@
-"""Problem selection, AIME, agent budgets, sandbox, results/gates and cache options (part of the one table: `table.py`)."""
+"""Problem selection, AIME, agent budgets, sandbox, results/gates and cache options (part of
+the one table: `table.py`)."""
 
 from __future__ import annotations
 
