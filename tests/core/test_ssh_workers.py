@@ -59,10 +59,21 @@ class SshHost:
     """A running sshd and the ssh_config that reaches it as `HOST`, by key, as root."""
 
     ssh_config: Path
+    home: Path  # the keys and known_hosts
+    port: int
 
-    def tx(self, count: int, chdir: Path) -> str:
-        """The xdist worker spec: execnet runs `ssh -F ssh_config HOST python ...`."""
-        return f"{count}*ssh={HOST}//ssh_config={self.ssh_config}//python={sys.executable}//chdir={chdir}"
+    def tx(self, count: int, chdir: Path, form: str) -> str:
+        """The xdist worker spec: execnet runs `ssh -C <after ssh=> python -c ...`, so the
+        destination is either a Host entry of an ssh config (`//ssh_config=`) or the last
+        word after ssh's own options."""
+        rest = f"//python={sys.executable}//chdir={chdir}"
+        if form == "ssh_config":
+            return f"{count}*ssh={HOST}//ssh_config={self.ssh_config}{rest}"
+        options = (
+            f"-p {self.port} -i {self.home / 'client_key'} -o BatchMode=yes -o HostKeyAlias={HOST} "
+            f"-o UserKnownHostsFile={self.home / 'known_hosts'} -o GlobalKnownHostsFile=/dev/null"
+        )
+        return f"{count}*ssh={options} root@127.0.0.1{rest}"
 
 
 def _free_port() -> int:
@@ -125,14 +136,15 @@ def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
             if server.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"sshd did not accept the generated key: {log.read_text()[-2000:]}")
             time.sleep(0.2)
-        yield SshHost(ssh_config)
+        yield SshHost(ssh_config, home, port)
     finally:
         server.terminate()
         server.wait(10)
 
 
+@pytest.mark.parametrize("form", ["ssh_config", "options"])
 def test_ssh_workers_run_elsewhere_and_share_the_cache(
-    ssh_host: SshHost, pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+    ssh_host: SshHost, pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, form: str
 ) -> None:
     seen = tmp_path_factory.mktemp("seen")
     suite = pytester.mkdir("suites") / "aime25"
@@ -147,7 +159,7 @@ def test_ssh_workers_run_elsewhere_and_share_the_cache(
             "suites/aime25",
             "-d",
             "--tx",
-            ssh_host.tx(2, elsewhere),
+            ssh_host.tx(2, elsewhere, form),
             "--rsyncdir",
             "suites/aime25",
             "--rsyncdir",
