@@ -112,7 +112,7 @@ def worker_args(
         if on_disk:
             raise RemoteArgsError(
                 f"{arg} takes several values, and pytest-xdist would send {on_disk[0]} (a file here) "
-                f"to the worker --tx {spec} as a test path: pass {arg}'s values in an ini file instead"
+                f"to the worker --tx {spec} as a test path: pass {arg} in an ini file's addopts instead"
             )
         out += [arg, *taken]
     return out

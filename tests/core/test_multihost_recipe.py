@@ -140,6 +140,8 @@ CASES = [
     (["-p", "no:cacheprovider", "--val-n", "2"], ["-pno:cacheprovider", "--val-n=2"]),
     (["--tx", "2*ssh=-p 2222 gpu1//python=/opt/py"], ["--tx=2*ssh=-p 2222 gpu1//python=/opt/py"]),
     (["--unknown-flag", "suites"], ["--unknown-flag", "{root}/suites"]),
+    (["--debug", "data.jsonl", "suites"], ["--debug=data.jsonl", "{root}/suites"]),  # nargs="?"
+    (["--debug", "-x", "suites"], ["--debug", "-x", "{root}/suites"]),
 ]
 
 
@@ -154,6 +156,21 @@ def test_arguments_are_rewritten_into_the_form_xdist_maps_right(
     fill = [a.format(root=tmp_path) for a in typed]
     got = remote_args.worker_args(fill, arities, tmp_path, [tmp_path / "suites"], "ssh=gpu1")
     assert got == [a.format(root=tmp_path) for a in sent]
+
+
+def test_values_of_an_option_with_several_cannot_be_joined_and_are_refused(
+    tmp_path: Path, arities: dict[str, remote_args.Arity]
+) -> None:
+    (tmp_path / "data.jsonl").touch()
+    many = {**arities, "--many": "+"}  # no option of pytest, xdist or ours takes several
+    kept = remote_args.worker_args(["--many", "a", "b"], many, tmp_path, [], "ssh=gpu1")
+    assert kept == ["--many", "a", "b"]
+    with pytest.raises(remote_args.RemoteArgsError) as refused:
+        remote_args.worker_args(["--many", "a", "data.jsonl"], many, tmp_path, [], "ssh=gpu1")
+    assert str(refused.value) == (
+        "--many takes several values, and pytest-xdist would send data.jsonl (a file here) to the "
+        "worker --tx ssh=gpu1 as a test path: pass --many in an ini file's addopts instead"
+    )
 
 
 def test_a_test_path_outside_every_rsyncdir_is_a_usage_error(
