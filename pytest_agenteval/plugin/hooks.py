@@ -42,6 +42,7 @@ from pytest_agenteval.tasks.bfcl_pin import bfcl_eval_version, version_warning
 from pytest_agenteval.tasks.markers import MARKERS
 from pytest_agenteval.tasks.registry import remember
 
+pytest_plugins = ("pytest_agenteval.plugin.remote_args",)  # the args xdist sends to remote workers
 RUNTIME = pytest.StashKey[Runtime]()
 EVALUATING = pytest.StashKey[bool]()  # an evaluation run, on its controller
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started

@@ -43,8 +43,8 @@ def host_of(spec: Any) -> str:
     """The machine an execnet spec runs on, as the user named it ("localhost": here)."""
     if getattr(spec, "via", None):
         return f"via:{spec.via}"  # a popen started through a proxy gateway runs there
-    if getattr(spec, "ssh", None):
-        name = str(spec.ssh).rpartition("@")[2]
+    if getattr(spec, "ssh", None):  # ssh's own options may come first: `-p 2222 -i KEY user@host`
+        name = str(spec.ssh).split()[-1].rpartition("@")[2]
     elif getattr(spec, "socket", None):
         name = str(spec.socket).rpartition(":")[0].strip("[]")
     elif getattr(spec, "vagrant_ssh", None):

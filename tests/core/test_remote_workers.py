@@ -58,6 +58,9 @@ def test_hosts_are_told_apart_by_the_address_in_tx() -> None:
         _spec("ssh=gpu1"),
         _spec("socket=10.0.0.2:8888"),
         _spec("socket=localhost:8888"),
+        _spec("ssh=-p 2222 -i /keys/id alice@gpu2//python=python3"),
+        _spec("ssh=-p 2222 gpu2"),
+        _spec("ssh=-p 2222 root@127.0.0.1"),
     ]
     assert [hosts.host_of(s) for s in specs] == [
         "localhost",
@@ -66,8 +69,21 @@ def test_hosts_are_told_apart_by_the_address_in_tx() -> None:
         "gpu1",
         "10.0.0.2",
         "localhost",
+        "gpu2",
+        "gpu2",
+        "localhost",
     ]
-    assert [hosts.placement(specs, s) for s in specs] == [(0, 3), (1, 3), (0, 2), (1, 2), (0, 1), (2, 3)]
+    assert [hosts.placement(specs, s) for s in specs] == [
+        (0, 4),
+        (1, 4),
+        (0, 2),
+        (1, 2),
+        (0, 1),
+        (2, 4),
+        (0, 2),
+        (1, 2),
+        (3, 4),
+    ]
 
 
 def test_a_limit_splits_with_the_remainder_to_the_first_workers() -> None:
