@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.config.table import OPTIONS
-from pytest_agenteval.output.summary import selection_hash
+from pytest_agenteval.output.summary import VOLATILE_MODEL_FIELDS, selection_hash
 
 
 class MergeError(ValueError):
@@ -86,8 +86,8 @@ def _check_same(first: ShardFile, other: ShardFile) -> None:
         )
     if a["model_hash"] != b["model_hash"]:
         raise MergeError(
-            f"{first.label} and {other.label} evaluated different models ({_model_name(first)} and "
-            f"{_model_name(other)}); merge the shards of one model"
+            f"{first.label} and {other.label} evaluated different models ({_model_diff(first, other)}); "
+            "merge the shards of one model"
         )
     theirs = {s["suite"]: s["shard"]["data_hash"] for s in other.summaries}
     for summary in first.summaries:
@@ -112,9 +112,16 @@ def _config_diff(first: ShardFile, other: ShardFile) -> str:
     return shown or "options set explicitly differ"
 
 
-def _model_name(shard: ShardFile) -> str:
-    model = shard.summaries[0].get("model") or {}
-    return str(model.get("display") or model.get("name") or model.get("label"))
+def _model_diff(first: ShardFile, other: ShardFile) -> str:
+    """`step-800 (vllm, launched) vs step-900 (...)`, or where the names agree, the first
+    field of the identity that differs (`sha256 '3f2a...' vs '9c1b...'`)."""
+    a, b = first.summaries[0].get("model") or {}, other.summaries[0].get("model") or {}
+    if a.get("display") != b.get("display"):
+        return f"{a.get('display')} vs {b.get('display')}"
+    key = next(
+        (k for k in sorted(set(a) | set(b)) if k not in VOLATILE_MODEL_FIELDS and a.get(k) != b.get(k)), ""
+    )
+    return f"{a.get('display')}: {key} {str(a.get(key))[:16]!r} vs {str(b.get(key))[:16]!r}"
 
 
 def _check_indices(shards: Sequence[ShardFile]) -> dict[int, ShardFile]:
