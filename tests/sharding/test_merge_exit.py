@@ -105,3 +105,20 @@ def test_an_incomplete_shard_fails_the_gate_closed_until_it_is_rerun(tmp_path: P
     second = merge_run(folder, "s0.jsonl", "s1.jsonl", "s2.jsonl", "-o", "m.jsonl", gate)
     assert second.ret == 0, second.out + second.err
     assert "gate PASS  aime25.pass_at_n >= 0.05  (0.1000 >= 0.05 holds)" in second.out.splitlines()
+
+
+def test_the_baseline_comparison_of_a_merge_is_the_unsharded_runs(shard_sets: dict[str, Path]) -> None:
+    solved, mixed = shard_sets["every problem solved"], shard_sets["only unsolved problems"]
+    run_pytest(solved, *AIME, "--agenteval-out=baseline.jsonl")
+    baseline = f"--agenteval-compare={solved / 'baseline.jsonl'}"
+    # --val-n: the run's start-up check reads N from the options (the merge from the records)
+    unsharded = run_pytest(mixed, *AIME, baseline, "--val-n=2", "--agenteval-out=unsharded.jsonl")
+    merged = merge_run(mixed, "s0.jsonl", "s1.jsonl", "s2.jsonl", "-o", "compared.jsonl", baseline)
+    _, (expected,) = lines(mixed / "unsharded.jsonl")
+    _, (summary,) = lines(mixed / "compared.jsonl")
+    assert summary["compare"] == expected["compare"]
+    assert (summary["compare"]["decided"], summary["compare"]["passed"]) == (True, False)  # 1.0 -> 0.25
+    assert merged.ret == unsharded.ret == 1
+    verdict = [line for line in merged.out.splitlines() if line.startswith("compare ")]
+    assert verdict == [line for line in unsharded.out.splitlines() if line.startswith("compare ")]
+    assert verdict[0].startswith("compare FAIL  aime25.average_at_n  (0.2500 vs 1.0000 on 10 shared problems")
