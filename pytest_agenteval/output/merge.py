@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -180,26 +180,9 @@ def _finish(
     gates: list[Any],
     baseline: Mapping[str, Mapping[str, float]] | None,
 ) -> int:
-    by_suite: dict[str, list[ProblemRecord]] = {}
-    keys: dict[int, tuple[int, int, int]] = {}
-    for name, entries in sorted(merged.packed.items()):
-        records = []
-        for packed, key in entries:
-            data = unpack_record(packed)
-            suite = suite_by_name(name, Path(str(data.get("nodeid", "")).split("::")[0]))
-            record = problem_from_dict(data, suite.score_fields)
-            keys[id(record)] = key
-            records.append(record)
-        by_suite[name] = sorted(records, key=lambda r: r.index)
+    by_suite, whole = _records(merged, lines)
     if baseline is not None:
         check_baseline(args.compare, baseline, {n: r[0].val_n for n, r in by_suite.items() if r})
-
-    def whole(records: Sequence[ProblemRecord]) -> StoredRecords:
-        def decode(data: Mapping[str, Any]) -> ProblemRecord:
-            return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
-
-        return StoredRecords(lines, [keys[id(r)] for r in records], decode)  # type: ignore[arg-type]
-
     run, missing, interrupted = _run_facts(merged.shards)
     summaries = [
         suite_summary(name, records, whole, missing, interrupted, settings, run)
@@ -217,44 +200,79 @@ def _finish(
         summary["gates"] = [r.as_dict() for r in gate_results if r.gate.suite == summary["suite"]]
         summary["compare"] = next((c.as_dict() for c in comparisons if c.suite == summary["suite"]), None)
         summary["merged"] = provenance
-    ordered = [r for name in sorted(by_suite) for r in by_suite[name]]
     results = ResultsFile()
-    written = results.finalize(args.out, whole(ordered), summaries)
-    unsolved = any(
-        r.complete and not suite_by_name(name).item_passed(r) for name, rs in by_suite.items() for r in rs
-    )
+    written = results.finalize(args.out, whole([r for n in sorted(by_suite) for r in by_suite[n]]), summaries)
     for line in terminal.run_lines(summaries, gate_results, comparisons):
         print(line)
     for note in results.notes:
         print(f"storage: {note}")
     if written:
         print(f"results: {written}")
-    verdicts = ci.verdict_cases(gate_results, comparisons)
-    properties = ci.suite_properties(summaries, gate_results, comparisons)
-    if args.junitxml:
-        outcomes = [
-            (data, _outcome(data, suite_by_name(name), bool(gates or comparisons)))
-            for name, rs in sorted(by_suite.items())
-            for data in _dicts(merged, name)
-        ]
-        ci.write_junit(args.junitxml, outcomes, missing, properties, verdicts)
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if target:
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(ci.step_summary(summaries, gate_results, comparisons))
+    _ci_outputs(args, by_suite, missing, summaries, gate_results, comparisons)
+    unsolved = any(
+        r.complete and not suite_by_name(name).item_passed(r) for name, rs in by_suite.items() for r in rs
+    )
     return merged_exit_status(
         summaries, gate_results, comparisons, bool(gates), unsolved, written == args.out
     )
 
 
-def _dicts(merged: Merged, name: str) -> list[dict[str, Any]]:
-    """The suite's problem lines without texts, in dataset order (JUnit: small)."""
-    return sorted((unpack_record(p) for p, _ in merged.packed.get(name, [])), key=lambda d: d.get("index", 0))
+def _records(
+    merged: Merged, lines: ShardLines
+) -> tuple[dict[str, list[ProblemRecord]], Callable[[Sequence[ProblemRecord]], StoredRecords]]:
+    """Each suite's records without texts, in dataset order, and how to read them whole."""
+    by_suite: dict[str, list[ProblemRecord]] = {}
+    keys: dict[int, tuple[int, int, int]] = {}
+    for name, entries in sorted(merged.packed.items()):
+        records = []
+        for packed, key in entries:
+            data = unpack_record(packed)
+            suite = suite_by_name(name, Path(str(data.get("nodeid", "")).split("::")[0]))
+            record = problem_from_dict(data, suite.score_fields)
+            keys[id(record)] = key
+            records.append(record)
+        by_suite[name] = sorted(records, key=lambda r: r.index)
+
+    def whole(records: Sequence[ProblemRecord]) -> StoredRecords:
+        def decode(data: Mapping[str, Any]) -> ProblemRecord:
+            return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
+
+        return StoredRecords(lines, [keys[id(r)] for r in records], decode)  # type: ignore[arg-type]
+
+    return by_suite, whole
 
 
-def _outcome(data: Mapping[str, Any], suite: Any, decided_by_verdicts: bool) -> str:
+def _ci_outputs(
+    args: argparse.Namespace,
+    by_suite: Mapping[str, Sequence[ProblemRecord]],
+    missing: Sequence[str],
+    summaries: Sequence[Mapping[str, Any]],
+    gate_results: Sequence[GateResult],
+    comparisons: Sequence[Comparison],
+) -> None:
+    """--junitxml and $GITHUB_STEP_SUMMARY, as a run writes them."""
+    if args.junitxml:
+        decided = bool(gate_results or comparisons)
+        items = [
+            (record.to_dict(), _outcome(record, suite_by_name(name), decided))
+            for name, records in sorted(by_suite.items())
+            for record in records
+        ]
+        ci.write_junit(
+            args.junitxml,
+            items,
+            missing,
+            ci.suite_properties(summaries, gate_results, comparisons),
+            ci.verdict_cases(gate_results, comparisons),
+        )
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(ci.step_summary(summaries, gate_results, comparisons))
+
+
+def _outcome(record: ProblemRecord, suite: Any, decided_by_verdicts: bool) -> str:
     """The item's JUnit outcome as pytest reports it: error, failure, xfail or passed."""
-    record = problem_from_dict(data, suite.score_fields)
     if not record.complete:
         return "error"
     if suite.item_passed(record):
