@@ -168,10 +168,11 @@ class ShardSelection:
         result = yield
         state = self.state
         if len(items) < state.count:
-            raise pytest.UsageError(
-                f"--agenteval-shard {state.index}/{state.count}: only {len(items)} item(s) are selected, "
-                f"fewer than the {state.count} shards; use at most {max(len(items), 1)} shards"
-            )
+            if hasattr(config, "workerinput"):  # the controller says it, when it hears of no items
+                config.hook.pytest_deselected(items=list(items))
+                items[:] = []
+                return result
+            raise pytest.UsageError(self.too_few())
         shards = assign([group_of(item) for item in items], state.count)
         state.selected, state.selection = len(items), selection_hash(item.nodeid for item in items)
         kept = [item for item, shard in zip(items, shards, strict=True) if shard == state.index]
@@ -180,6 +181,18 @@ class ShardSelection:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
         return result
+
+    def too_few(self) -> str:
+        count = self.state.count
+        return (
+            f"--agenteval-shard {self.state.index}/{count}: fewer items are selected than the {count} "
+            "shards; use at most as many shards as selected items"
+        )
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        if not ids:  # a worker found fewer items than shards (or none were selected)
+            raise pytest.UsageError(self.too_few())
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

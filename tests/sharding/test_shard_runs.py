@@ -85,6 +85,7 @@ def test_auto_reads_a_kubernetes_indexed_job(folder: Path) -> None:
     assert shard_of(folder, "k8s.jsonl")["items"] == [NODE.format(p) for p in (2, 5, 8)]
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
 @pytest.mark.parametrize(
     ("args", "line"),
     [
@@ -100,13 +101,15 @@ def test_auto_reads_a_kubernetes_indexed_job(folder: Path) -> None:
         ),
         (
             ("--agenteval-shard=0/20",),
-            "ERROR: --agenteval-shard 0/20: only 10 item(s) are selected, fewer than the 20 shards; "
-            "use at most 10 shards",
+            "ERROR: --agenteval-shard 0/20: fewer items are selected than the 20 shards; "
+            "use at most as many shards as selected items",
         ),
     ],
 )
-def test_a_bad_shard_stops_the_run_before_any_request(folder: Path, args: tuple[str, ...], line: str) -> None:
-    done = run_pytest(folder, *AIME, *args, "--agenteval-out=bad.jsonl")
+def test_a_bad_shard_stops_the_run_before_any_request(
+    folder: Path, args: tuple[str, ...], line: str, workers: str
+) -> None:
+    done = run_pytest(folder, *AIME, *args, "--agenteval-out=bad.jsonl", "-n", workers)
     assert done.ret == 4
     assert line in done.err.splitlines(), done.err
     assert not (folder / "bad.jsonl").exists()
