@@ -58,10 +58,7 @@ def why_no_cluster() -> str | None:
     """None when this machine can start the cluster, else the reason (for a skip)."""
     missing = [name for name in DAEMONS + CLIENTS if shutil.which(name) is None]
     if missing:
-        return (
-            f"SLURM is not installed ({', '.join(missing)} not found): "
-            "apt-get install -y slurm-wlm munge"
-        )
+        return f"SLURM is not installed ({', '.join(missing)} not found): apt-get install -y slurm-wlm munge"
     if os.geteuid() != 0:
         return "the SLURM cluster fixture runs slurmd as root (it starts jobs as their user): run as root"
     return None
@@ -237,9 +234,8 @@ class SlurmCluster:
                 return {job if t.task is None else f"{job}_{t.task}": t for job, t in records}
             if time.monotonic() > deadline:
                 states = ", ".join(f"{job}_{t.task}: {t.state}" for job, t in records)
-                raise AssertionError(
-                    f"SLURM jobs not finished after {timeout:.0f} s ({states})\n{job_logs(logs)}\n{self.logs()}"
-                )
+                why = f"SLURM jobs not finished after {timeout:.0f} s ({states})"
+                raise AssertionError(f"{why}\n{job_logs(logs)}\n{self.logs()}")
             time.sleep(0.5)
 
     def scancel(self, job_id: str) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 from tests.cluster.slurm import SlurmCluster
 
 
-def test_an_array_job_runs_each_task_with_the_array_variables(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+def test_an_array_job_runs_each_task_with_the_array_variables(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
     script = tmp_path / "echo.sbatch"
     script.write_text(
         "#!/bin/bash\n#SBATCH --output=echo-%a.log\n"
