@@ -51,6 +51,9 @@ from pathlib import Path
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 NODE = "localhost"
+# a job pending for one of these reasons never starts on this cluster (it asks for more
+# than the node has, or its dependency failed): fail at once instead of at the timeout
+NEVER_STARTS = {"PartitionConfig", "BadConstraints", "DependencyNeverSatisfied", "PartitionNodeLimit"}
 UNFINISHED = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
@@ -114,6 +117,7 @@ class ArrayTask:
     task: str | None
     state: str
     exit_code: str  # "status:signal", as scontrol prints it
+    reason: str  # why it is pending ("None" once it runs)
 
 
 @dataclass
@@ -220,7 +224,13 @@ class SlurmCluster:
         for line in done.stdout.splitlines():
             fields = dict(re.findall(r"(\w+)=(\S*)", line))
             records.append(
-                ArrayTask(fields["JobId"], fields.get("ArrayTaskId"), fields["JobState"], fields["ExitCode"])
+                ArrayTask(
+                    fields["JobId"],
+                    fields.get("ArrayTaskId"),
+                    fields["JobState"],
+                    fields["ExitCode"],
+                    fields["Reason"],
+                )
             )
         return records
 
@@ -232,9 +242,11 @@ class SlurmCluster:
             records = [(job, task) for job in job_ids for task in self.tasks(job)]
             if all(task.state not in UNFINISHED for _, task in records):
                 return {job if t.task is None else f"{job}_{t.task}": t for job, t in records}
-            if time.monotonic() > deadline:
-                states = ", ".join(f"{job}_{t.task}: {t.state}" for job, t in records)
-                why = f"SLURM jobs not finished after {timeout:.0f} s ({states})"
+            hopeless = [t for _, t in records if t.state == "PENDING" and t.reason in NEVER_STARTS]
+            if hopeless or time.monotonic() > deadline:
+                states = ", ".join(f"{job}_{t.task}: {t.state} ({t.reason})" for job, t in records)
+                late = "will never start" if hopeless else f"not finished after {timeout:.0f} s"
+                why = f"SLURM jobs {late}: {states}"
                 raise AssertionError(f"{why}\n{job_logs(logs)}\n{self.logs()}")
             time.sleep(0.5)
 
