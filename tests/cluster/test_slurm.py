@@ -40,7 +40,8 @@ ONE_CORE = ("--cpus-per-task=1",)
 GATE = "aime25.average_at_n >= 0.3"
 # Fields that differ by design between two runs of the same generations: when and how
 # long it ran, the process that ran it, how the requests were served (cache hits), the shard.
-RUN_FIELDS = {"started_at", "finished_at", "duration_s", "harness", "backend", "shard", "workers"}
+RUN_FIELDS = {"started_at", "finished_at", "duration_s", "harness", "backend", "shard", "merged", "workers"}
+RUN_PATHS = {"out", "cache_dir"}  # of the config: where this run wrote
 
 
 def nodeid(problem: dict[str, Any]) -> str:
@@ -61,10 +62,13 @@ class HangingModel:
 
     def __init__(self) -> None:
         self.hanging = threading.Event()
+        self.stalls = 0  # requests it left hanging
 
     def __call__(self, context: FaultContext) -> str | None:
-        hangs = self.hanging.is_set() and STUCK["problem"] in last_user_text(context.body)
-        return "stall" if hangs else None
+        if self.hanging.is_set() and STUCK["problem"] in last_user_text(context.body):
+            self.stalls += 1
+            return "stall"
+        return None
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +142,8 @@ def summary(path: Path) -> dict[str, Any]:
 
 
 def comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in summary.items() if key not in RUN_FIELDS}
+    config = {key: value for key, value in summary["config"].items() if key not in RUN_PATHS}
+    return {key: value for key, value in summary.items() if key not in RUN_FIELDS} | {"config": config}
 
 
 def cached_generations(cache: Path) -> int:
@@ -177,6 +182,7 @@ def test_an_sbatch_array_of_four_shards_merges_into_the_unsharded_summary(
     )
     merged = summary(tmp_path / "results" / "merged.jsonl")
     assert comparable(merged) == comparable(unsharded["summary"])
+    assert merged["backend"] == unsharded["summary"]["backend"]  # 16 requests, none cached
 
 
 def expected_exit(shard: dict[str, Any], unsharded: dict[str, Any]) -> str:
@@ -204,7 +210,7 @@ def test_a_cancelled_task_resubmitted_alone_requests_only_what_it_had_not_finish
         merge = slurm_cluster.sbatch(
             EXAMPLES / "merge.sbatch", f"--dependency=afterany:{array}", cwd=tmp_path, env=env
         )
-        stuck = wait_for_the_hung_task(slurm_cluster, server, array, before, tmp_path)
+        stuck = wait_for_the_hung_task(slurm_cluster, server, hanging_model, array, before, tmp_path)
         slurm_cluster.scancel(f"{array}_{stuck}")  # as its time limit or a preemption would
         tasks = slurm_cluster.wait([array, merge], tmp_path)
     finally:
@@ -214,7 +220,10 @@ def test_a_cancelled_task_resubmitted_alone_requests_only_what_it_had_not_finish
     assert not (tmp_path / "results" / f"shard-{stuck}.jsonl").exists()
     assert tasks[merge].exit_code == "4:0", job_logs(tmp_path)
     refusal = (tmp_path / f"agenteval-merge-{merge}.log").read_text(encoding="utf-8")
-    assert f"shard {stuck}" in refusal, refusal
+    assert refusal.splitlines() == [
+        f"pytest-agenteval merge: shard {stuck} of 4 missing: run --agenteval-shard {stuck}/4 "
+        "and pass its results file too"
+    ]
 
     again = len(server.requests)
     rerun = slurm_cluster.sbatch(
@@ -242,24 +251,44 @@ def test_a_cancelled_task_resubmitted_alone_requests_only_what_it_had_not_finish
     assert sorted(rerun_keys) == sorted(k for k in of_shard if k not in answered)
     assert len(rerun_keys) >= VAL_N and len(rerun_keys) < len(of_shard)  # STUCK's, and not all
     merged = summary(tmp_path / "results" / "merged.jsonl")
-    assert comparable(merged) == comparable(unsharded["summary"])
+    reused = len(of_shard) - len(rerun_keys)
+    assert merged["requests"] == {
+        "generations": len(PROBLEMS) * VAL_N,
+        "attempts": len(PROBLEMS) * VAL_N - reused,
+        "retries": 0,
+        "cached_generations": reused,
+    }
+    assert comparable(merged) | {"requests": None} == comparable(unsharded["summary"]) | {"requests": None}
 
 
 def wait_for_the_hung_task(
-    cluster: SlurmCluster, server: OpenAITestServer, array: str, before: int, logs: Path, timeout: float = 180
+    cluster: SlurmCluster,
+    server: OpenAITestServer,
+    hanging: HangingModel,
+    array: str,
+    before: int,
+    logs: Path,
 ) -> str:
-    """The index of the one task still running once the others finished, when the model
-    hangs on its request and every generation answered so far is in the cache."""
-    deadline = time.monotonic() + timeout
+    """The index of the one task still running once the others finished, when its only
+    requests in flight are the hanging ones, and every generation answered so far is in
+    the cache, for a second (nothing answered and not yet written: the rerun's exact
+    request count depends on it)."""
+    deadline = time.monotonic() + 180
+    settled_since, answered_before = None, -1
     while time.monotonic() < deadline:
         running = [t for t in cluster.tasks(array) if t.state not in ("COMPLETED", "FAILED")]
-        requests = server.requests[before:]
-        answered = [r for r in requests if r["outcome"] == "ok"]
-        stalled = server.in_flight() > 0 and all(
-            r["outcome"] == "stall" for r in requests if r["prompt"] and STUCK["problem"] in r["prompt"]
+        answered = sum(r["outcome"] == "ok" for r in server.requests[before:])
+        settled = (
+            len(running) == 1
+            and running[0].state == "RUNNING"
+            and hanging.stalls > 0
+            and server.in_flight == hanging.stalls
+            and answered == answered_before
+            and cached_generations(logs / "cache") == answered
         )
-        settled = cached_generations(logs / "cache") == len(answered)
-        if len(running) == 1 and running[0].state == "RUNNING" and stalled and settled:
-            return str(running[0].task)
-        time.sleep(0.5)
-    raise AssertionError(f"no task hung on {STUCK['problem']!r} after {timeout:.0f} s\n{job_logs(logs)}")
+        settled_since = (settled_since or time.monotonic()) if settled else None
+        if settled_since is not None and time.monotonic() - settled_since >= 1.0:
+            return int(running[0].task or 0)
+        answered_before = answered
+        time.sleep(0.25)
+    raise AssertionError(f"no task hung on {STUCK['problem']!r} after 180 s\n{job_logs(logs)}")
