@@ -1,0 +1,87 @@
+"""Real runs for the shard and merge tests: pytest in a subprocess on small suites with
+recorded generations (`replay:`), and `pytest-agenteval merge` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import SUITE_FILE, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+# Ten problems of our own: problem p's answer is 2p.
+PROBLEMS = [{"id": p, "problem": f"What is {p} + {p}?", "answer": str(2 * p)} for p in range(10)]
+AIME = ("--dataset-path=tiny.jsonl", "--mode=text-only", "--model-path=replay:replay.jsonl")
+
+
+@dataclass(frozen=True)
+class Done:
+    ret: int
+    out: str
+    err: str
+
+
+def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY" and not k.startswith("SLURM_")}
+    env.pop("JOB_COMPLETION_INDEX", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**env, **(extra or {})}
+
+
+def run_pytest(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> Done:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=folder,
+        env=_env(env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def merge_run(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> Done:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_agenteval", "merge", *args],
+        cwd=folder,
+        env=_env(env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return Done(done.returncode, done.stdout, done.stderr)
+
+
+def aime_replay(
+    correct: Mapping[int, int], samples: int = 2, skip: Sequence[int] = ()
+) -> list[dict[str, Any]]:
+    """Problem p gets `correct[p]` right answers of `samples` (default: the first one
+    right where p is even); the problems in `skip` get no recorded generation (an error)."""
+    rows = []
+    for p in range(len(PROBLEMS)):
+        if p in skip:
+            continue
+        right = correct.get(p, 1 if p % 2 == 0 else 0)
+        for j in range(samples):
+            text = f"so \\boxed{{{2 * p}}}" if j < right else "\\boxed{1}"
+            rows.append({"problem_id": p, "sample_index": j, "text": text})
+    return rows
+
+
+def aime_folder(folder: Path, replay: list[dict[str, Any]] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_tiny.py").write_text(SUITE_FILE)
+    write_jsonl(folder / "tiny.jsonl", PROBLEMS)
+    write_jsonl(folder / "replay.jsonl", replay if replay is not None else aime_replay({}))
+    return folder
+
+
+def lines(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["type"] == "problem"], [r for r in rows if r["type"] == "summary"]
