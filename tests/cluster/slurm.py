@@ -57,9 +57,14 @@ NEVER_STARTS = {"PartitionConfig", "BadConstraints", "DependencyNeverSatisfied",
 UNFINISHED = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
+def binary(name: str) -> str | None:
+    """The command's path; the daemons are in /usr/sbin, which a user's PATH may lack."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+
+
 def why_no_cluster() -> str | None:
     """None when this machine can start the cluster, else the reason (for a skip)."""
-    missing = [name for name in DAEMONS + CLIENTS if shutil.which(name) is None]
+    missing = [name for name in DAEMONS + CLIENTS if binary(name) is None]
     if missing:
         return f"SLURM is not installed ({', '.join(missing)} not found): apt-get install -y slurm-wlm munge"
     if os.geteuid() != 0:
@@ -160,7 +165,11 @@ class SlurmCluster:
     def _spawn(self, name: str, *command: str) -> None:
         log = (self.folder / "log" / f"{name}.out").open("wb")
         self.processes[name] = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            [binary(command[0]) or command[0], *command[1:]],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
         )
         log.close()
 
