@@ -48,6 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_agenteval.models.serve._guard import set_parent_death_signal
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 NODE = "localhost"
@@ -169,7 +171,8 @@ class SlurmCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
-            start_new_session=True,
+            start_new_session=True,  # no Ctrl-C of the terminal: stop() stops them in order
+            preexec_fn=lambda: set_parent_death_signal(signal.SIGTERM),  # a killed session too
         )
         log.close()
 
