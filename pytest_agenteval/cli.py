@@ -18,9 +18,16 @@ def _review(argv: list[str]) -> int:
     return main(argv)
 
 
+def _merge(argv: list[str]) -> int:
+    from pytest_agenteval.output.merge import main
+
+    return main(argv)
+
+
 # subcommand -> (function(argv) -> exit status, what it does)
 SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "report": (_report, "compare results files: a Markdown/HTML report with paired differences"),
+    "merge": (_merge, "join the results files of a sharded run (--agenteval-shard I/N), then gate"),
     "review": (_review, "a self-contained HTML page to review and rate generations"),
 }
 

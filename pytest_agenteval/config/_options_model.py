@@ -60,6 +60,7 @@ OPTIONS: tuple[Option, ...] = (
             False,
             "trio:// and tinker://: let the SDK send its telemetry (off unless given)",
             bool,
+            local=True,
         ),
     ),
     *topic(
@@ -86,6 +87,7 @@ OPTIONS: tuple[Option, ...] = (
             1200.0,
             "seconds a launched server may take to be ready",
             float,
+            local=True,
         ),
         Option(
             "serve_keep",
@@ -94,12 +96,14 @@ OPTIONS: tuple[Option, ...] = (
             "leave the launched server up (key-less, loopback) and reuse it in the next run when the "
             "model and arguments match",
             bool,
+            local=True,
         ),
         Option(
             "serve_gpus",
             "--serve-gpus",
             None,
             "GPU ids for launched servers, e.g. 0-7: one independent replica per --serve-tp devices",
+            local=True,
         ),
         Option("serve_tp", "--serve-tp", 1, "tensor-parallel size of each launched replica", int),
         Option(
@@ -119,6 +123,7 @@ OPTIONS: tuple[Option, ...] = (
             "OpenAI-compatible base URL, e.g. "
             "http://localhost:8000/v1 (repeatable: requests are balanced across them)",
             multiple=True,
+            local=True,
         ),
         Option(
             "model_name",
@@ -131,6 +136,7 @@ OPTIONS: tuple[Option, ...] = (
             "--api-key-env",
             "OPENAI_API_KEY",
             "environment variable holding the endpoint's API key (never recorded)",
+            local=True,
         ),
         Option(
             "concurrency",
@@ -139,6 +145,7 @@ OPTIONS: tuple[Option, ...] = (
             "requests in flight per endpoint for the whole run, shared by all xdist workers "
             "(a localhost endpoint: per machine, shared by the workers there)",
             int,
+            local=True,
         ),
         Option(
             "samples_per_request",
@@ -148,7 +155,7 @@ OPTIONS: tuple[Option, ...] = (
             int,
             applies_to=("aime25:text-only",),
         ),
-        Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float),
+        Option("request_timeout", "--request-timeout", 600.0, "seconds per HTTP attempt", float, local=True),
         Option(
             "idle_timeout",
             "--idle-timeout",
@@ -156,6 +163,7 @@ OPTIONS: tuple[Option, ...] = (
             "seconds without a byte of a streamed reply before it counts as a stall and is retried "
             "(non-streamed requests get a deadline from max_tokens and the endpoint's throughput)",
             float,
+            local=True,
         ),
         Option(
             "no_stream",
@@ -163,14 +171,18 @@ OPTIONS: tuple[Option, ...] = (
             False,
             "do not stream replies (SSE); stalls are then caught by the max_tokens deadline",
             bool,
+            local=True,
         ),
-        Option("max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int),
+        Option(
+            "max_attempts", "--max-attempts", 8, "HTTP attempts per sample, retries included", int, local=True
+        ),
         Option(
             "retry_max_seconds",
             "--retry-max-seconds",
             600.0,
             "stop retrying a sample after this many seconds",
             float,
+            local=True,
         ),
         Option(
             "continuation",

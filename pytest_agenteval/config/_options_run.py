@@ -83,6 +83,7 @@ OPTIONS: tuple[Option, ...] = (
             0,
             "code calls running at once on each machine, shared by its xdist workers (0: min(8, CPU cores))",
             int,
+            local=True,
         ),
         Option(
             "sandbox_level",
@@ -100,6 +101,7 @@ OPTIONS: tuple[Option, ...] = (
             "--agenteval-out",
             None,
             "results JSONL (default: agenteval-results/<suite>-<model>-<time>-<pid>.jsonl)",
+            local=True,
         ),
         Option(
             "gates",
@@ -108,12 +110,14 @@ OPTIONS: tuple[Option, ...] = (
             'threshold gate, e.g. "aime25.average_at_n >= '
             "0.30\" (repeatable; with a gate the exit status is the gate's)",
             multiple=True,
+            local=True,
         ),
         Option(
             "compare",
             "--agenteval-compare",
             None,
             "baseline results JSONL: fail on a significant drop (paired bootstrap over shared problems)",
+            local=True,
         ),
         Option(
             "compare_tolerance",
@@ -121,6 +125,7 @@ OPTIONS: tuple[Option, ...] = (
             0.0,
             "drop in a headline metric tolerated before the baseline comparison fails",
             float,
+            local=True,
         ),
         Option(
             "progress",
@@ -128,6 +133,7 @@ OPTIONS: tuple[Option, ...] = (
             "auto",
             "live progress line: auto (redrawn in place on a terminal, a line every 30 s otherwise), "
             "off, or SECONDS between lines (also off with -q -q)",
+            local=True,
         ),
     ),
     *topic(
@@ -137,8 +143,11 @@ OPTIONS: tuple[Option, ...] = (
             "--agenteval-cache-dir",
             None,
             "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
+            local=True,
         ),
-        Option("no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", bool),
+        Option(
+            "no_cache", "--agenteval-no-cache", False, "neither read nor write the cache", bool, local=True
+        ),
         Option(
             "model_revision",
             "--model-revision",

@@ -28,6 +28,10 @@ class Option:
     # suite. Set by the user while none of them is selected, it is a start-up warning.
     applies_to: tuple[str, ...] = ()
     instead: str = ""  # the flag that does its job in the suites it does not apply to
+    # Run-local: where and how this run does its work (paths, endpoints, concurrency, timeouts,
+    # gates), not what it produces. The shards of one evaluation may differ in it; their
+    # `config_hash` (`pytest-agenteval merge`) leaves it out.
+    local: bool = False
 
     @property
     def ini(self) -> str:

@@ -133,6 +133,9 @@ if TYPE_CHECKING:
         datagen_reasks: int
         datagen_solve: int
         datagen_verifications: str | None
+        # Shards (clusters)
+        shard: str | None
+        shard_count: int
 
         explicit: frozenset[str] = frozenset()
 

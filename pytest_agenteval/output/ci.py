@@ -111,6 +111,54 @@ def add_suite_properties(
     os.replace(partial, path)
 
 
+def write_junit(
+    path: Path,
+    items: Sequence[tuple[Mapping[str, Any], str]],
+    missing: Sequence[str],
+    properties: Sequence[tuple[str, str]],
+    verdicts: Sequence[tuple[str, str, bool]],
+) -> None:
+    """The JUnit file of a merge, as pytest's --junitxml (xunit2) writes a run's: one
+    testcase per item (record, outcome: passed, failure, xfail or error) with its
+    `item_properties`, one error per missing item, then `add_suite_properties`."""
+    import xml.etree.ElementTree as ET
+
+    from _pytest.junitxml import mangle_test_address
+
+    root = ET.Element("testsuites", name="pytest tests")
+    suite = ET.SubElement(root, "testsuite", name="pytest")
+    counts = Counter()
+    cases = [
+        (str(data.get("nodeid")), outcome, item_properties(data), data.get("error"))
+        for data, outcome in items
+    ]
+    cases += [(nodeid, "error", [], "missing: its shard produced no record") for nodeid in missing]
+    for nodeid, outcome, props, error in cases:
+        names = mangle_test_address(nodeid)
+        case = ET.SubElement(suite, "testcase", classname=".".join(names[:-1]), name=names[-1], time="0")
+        if props:
+            node = ET.SubElement(case, "properties")
+            for name, value in props:
+                ET.SubElement(node, "property", name=name, value=value)
+        if outcome == "xfail":
+            ET.SubElement(case, "skipped", type="pytest.xfail", message="unsolved, a gate decides the run")
+            counts["skipped"] += 1
+        elif outcome == "failure":
+            ET.SubElement(case, "failure", message="unsolved").text = f"{nodeid}: no correct generation"
+            counts["failures"] += 1
+        elif outcome == "error":
+            message = f"failed on setup with {str(error)[:MAX_ERROR]}"
+            ET.SubElement(case, "error", message=message).text = message
+            counts["errors"] += 1
+    for key in ("errors", "failures", "skipped"):
+        suite.set(key, str(counts[key]))
+    suite.set("tests", str(len(cases)))
+    suite.set("time", "0")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    add_suite_properties(path, properties, verdicts)
+
+
 def run_heading(summary: Mapping[str, Any]) -> str:
     """A suite's heading in the job summary: its mode and model, so two runs of one job
     (a matrix) can be told apart: `aime25 · retool · Qwen3-0.6B (llama)`."""

@@ -94,3 +94,18 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
 
 def gate_lines(results: Sequence[GateResult]) -> list[str]:
     return [f"gate {'PASS' if r.passed else 'FAIL'}  {r.gate.expression}  ({r.reason})" for r in results]
+
+
+def run_lines(
+    summaries: Sequence[Mapping[str, Any]], gate_results: Sequence[GateResult], comparisons: Sequence[Any]
+) -> list[str]:
+    """The summary of a run (or a merge): the cache line, each suite's block, the gates and
+    the baseline comparison."""
+    from pytest_agenteval.tasks.registry import suite_by_name
+
+    lines = cache_lines(summaries)
+    for summary in summaries:
+        lines += suite_block(summary, suite_by_name(summary["suite"]).summary_rows(summary))
+    lines += gate_lines(gate_results)
+    lines += [f"compare {c.verdict}  {c.suite}.{c.metric}  ({c.reason})" for c in comparisons]
+    return lines

@@ -3,8 +3,6 @@ the results file, print the summary and let the gates decide the exit status."""
 
 from __future__ import annotations
 
-import json
-import resource
 import threading
 import time
 from collections import defaultdict
@@ -20,17 +18,18 @@ from pytest_agenteval.models import ModelChoice, describe_model
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
-from pytest_agenteval.output.results import (
-    ResultsFile,
-    StoredRecords,
-    default_out_path,
-    incomplete_reason,
-    not_scored_reason,
-    package_versions,
-    request_totals,
-    token_totals,
+from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path, package_versions
+from pytest_agenteval.output.summary import (
+    RunFacts,
+    ShardFacts,
+    harness_usage,
+    iso_time,
+    pack_record,
+    suite_summary,
+    unpack_record,
 )
 from pytest_agenteval.plugin.items import UNSOLVED
+from pytest_agenteval.plugin.shards import SHARD
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
 CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
@@ -97,7 +96,7 @@ class ResultsCollector:
                     # waits on the server: not at start-up, where the import thread holds
                     # the GIL on the way to the first request (45 ms with -n 0).
                     threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
-                self.records[report.nodeid] = _pack(without_texts(value))
+                self.records[report.nodeid] = pack_record(without_texts(value))
                 self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
                 if value.get("error"):
                     self.infra_errors[report.nodeid] = value["error"]
@@ -159,10 +158,7 @@ class ResultsCollector:
             return
         missing = self._missing()
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
-        self.summaries = [
-            self._summary(name, sorted(records, key=lambda r: r.index), missing, interrupted)
-            for name, records in sorted(by_suite.items())
-        ]
+        self.summaries = self._summaries(by_suite, missing, interrupted)
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
         if self.baseline is not None:
             self.comparisons = [
@@ -184,7 +180,7 @@ class ResultsCollector:
         by_suite: dict[str, list[ProblemRecord]] = defaultdict(list)
         keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
         for nodeid, packed in self.records.items():
-            data = _unpack(packed)
+            data = unpack_record(packed)
             suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
             record = problem_from_dict(data, suite.score_fields)
             by_suite[data["suite"]].append(record)
@@ -225,69 +221,41 @@ class ResultsCollector:
             if n not in self.records and n not in self.skipped and n.split("::")[0] in files
         ]
 
-    def _summary(
-        self, name: str, records: list[ProblemRecord], missing: list[str], interrupted: bool
-    ) -> dict[str, Any]:
-        suite = suite_by_name(name)
-        settings = self.settings
-        scored = [r for r in records if r.complete]
-        errored = [r for r in records if not r.complete]
-        files = {r.nodeid.split("::")[0] for r in records}
-        own_missing = [n for n in missing if n.split("::")[0] in files]
-        described = suite.describe(settings)
-        summarized = suite.summarize(self._whole(scored) if suite.summarize_reads_texts else scored, settings)
+    def _summaries(
+        self, by_suite: Mapping[str, list[ProblemRecord]], missing: list[str], interrupted: bool
+    ) -> list[dict[str, Any]]:
         finished = time.time()
-        return {
-            "type": "summary",
-            "suite": name,
-            "dataset": described.get("dataset", name),
-            "mode": described.get("mode"),
-            "base_model": self.choice.model_name or self.choice.label,
-            "model_path": settings.model_path,
-            **suite.sampling(settings),
-            "val_n": records[0].val_n if records else settings.val_n,
-            **summarized,
-            **suite.after_run(self._whole(records), settings),  # exports need the texts
-            # why the metrics are null (nothing scored), else null; a suite may say it first
-            "not_scored": not_scored_reason(len(scored), len(errored), len(own_missing))
-            or summarized.get("not_scored"),
-            "complete": not errored and not own_missing and not interrupted,
-            "incomplete": incomplete_reason(
-                len(records) + len(own_missing), len(errored), len(own_missing), interrupted
-            ),
-            "errors": {
-                "items": len(errored),
-                "problem_ids": [r.problem_id for r in errored],
-                "messages": {str(r.problem_id): r.error for r in errored},
-            },
-            "missing": own_missing,
-            "tokens": token_totals(records),
-            "requests": request_totals(records),
-            "backend": dict(sorted(self.backend.items())),
-            "storage": list(self.storage_notes),  # what went wrong on disk so far
-            # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
-            # (non-streamed, from max_tokens and throughput), request_timeout
-            "stalls": {
-                k.removeprefix("stalls_"): v
-                for k, v in sorted(self.backend.items())
-                if k.startswith("stalls_")
-            },
-            **described,
-            "model": describe_model(self.choice, settings),
-            "selection": {
-                "limit": settings.limit,
-                "keyword": self.config.getoption("keyword", "") or None,
-                "markexpr": self.config.getoption("markexpr", "") or None,
-                "items": len(records) + len(own_missing),
-            },
-            "config": settings.as_dict(),
-            "workers": getattr(self.config.option, "numprocesses", None) or 0,
-            "versions": package_versions(),
-            "harness": _harness_usage(),
-            "started_at": _iso(self.started),
-            "finished_at": _iso(finished),
-            "duration_s": round(finished - self.started, 3),
-        }
+        run = RunFacts(
+            base_model=self.choice.model_name or self.choice.label,
+            model=describe_model(self.choice, self.settings),
+            keyword=self.config.getoption("keyword", "") or None,
+            markexpr=self.config.getoption("markexpr", "") or None,
+            backend=self.backend,
+            storage=self.storage_notes,
+            workers=getattr(self.config.option, "numprocesses", None) or 0,
+            versions=package_versions(),
+            harness=harness_usage(),
+            started_at=iso_time(self.started),
+            finished_at=iso_time(finished),
+            duration_s=round(finished - self.started, 3),
+        )
+        state = self.config.stash.get(SHARD, None)
+        shard = None
+        if state is not None:
+            shard = ShardFacts(state.index, state.count, state.selected, state.selection, list(self.expected))
+        return [
+            suite_summary(
+                name,
+                sorted(records, key=lambda r: r.index),
+                self._whole,
+                missing,
+                interrupted,
+                self.settings,
+                run,
+                shard,
+            )
+            for name, records in sorted(by_suite.items())
+        ]
 
     def _whole(self, records: Sequence[ProblemRecord]) -> StoredRecords:
         """The same records with their texts, read back from disk one at a time."""
@@ -350,18 +318,8 @@ class ResultsCollector:
         terminalreporter.section("agenteval")
         if self.suite_error:
             terminalreporter.write_line(f"ERROR: {self.suite_error}", red=True, bold=True)
-        for line in report.cache_lines(self.summaries):
+        for line in report.run_lines(self.summaries, self.gate_results, self.comparisons):
             terminalreporter.write_line(line)
-        for summary in self.summaries:
-            suite = suite_by_name(summary["suite"])
-            for line in report.suite_block(summary, suite.summary_rows(summary)):
-                terminalreporter.write_line(line)
-        for line in report.gate_lines(self.gate_results):
-            terminalreporter.write_line(line)
-        for comparison in self.comparisons:
-            terminalreporter.write_line(
-                f"compare {comparison.verdict}  {comparison.suite}.{comparison.metric}  ({comparison.reason})"
-            )
         if self.infra_errors and (self.gates or self.comparisons):
             terminalreporter.write_line(
                 f"infrastructure errors in {len(self.infra_errors)} item(s): gates fail closed"
@@ -375,39 +333,10 @@ class ResultsCollector:
             terminalreporter.write_line(f"results: {self.written}")
 
 
-def _pack(data: Mapping[str, Any]) -> bytes:
-    """A record kept for the summaries, small: pickled (one copy of each key) and
-    compressed (the N generations of a problem look alike)."""
-    import pickle  # here, not at import: off the path to the first request (2 ms)
-    import zlib
-
-    try:
-        blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # a value pickle cannot take (-n 0 keeps the worker's objects)
-        blob = pickle.dumps(json.loads(json.dumps(data, default=str)), protocol=pickle.HIGHEST_PROTOCOL)
-    return zlib.compress(blob, 1)
-
-
-def _unpack(packed: bytes) -> dict[str, Any]:
-    import pickle
-    import zlib
-
-    return pickle.loads(zlib.decompress(packed))
-
-
 def _warm_up() -> None:
     from pytest_agenteval.api import metrics  # noqa: F401 - numpy, for the summary's metrics
 
     package_versions()
-
-
-def _harness_usage() -> dict[str, float]:
-    """This (controller) process's own peak memory and CPU time so far."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {
-        "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "controller_cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-    }
 
 
 def _unforgiven_line(nodeids: Sequence[str], phases: Mapping[str, str]) -> str:
@@ -421,7 +350,3 @@ def _error_line(text: str) -> str:
     """The line of a failure report that names the error (its last non-empty one)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "error"
-
-
-def _iso(timestamp: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(timestamp))

@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import checks, hosts, progress
+from pytest_agenteval.plugin import checks, hosts, progress, shards
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -89,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     gates = checks.check_gates(settings)
     config.stash[GATES] = gates
     progress.parse_mode(settings.progress)  # a bad value is a usage error before anything starts
+    shards.install(config, settings)  # --agenteval-shard: checked here, split at collection
     if settings.bfcl_progressive is not None and getattr(config.option, "numprocesses", None):
         raise pytest.UsageError(
             "--bfcl-progressive decides each stage from the previous one in order: run it without -n"

@@ -1,0 +1,337 @@
+"""`pytest-agenteval merge SHARD.jsonl... -o MERGED.jsonl`: the results files of the shards
+of one evaluation (`--agenteval-shard I/N`) joined into the file the unsharded run would
+have written, its metrics recomputed per suite, gated and compared as a run is.
+
+Streamed: the shards' problem lines are read once, each kept packed without its texts
+(what the metrics need); the texts are read back from the shard files by offset, one
+record at a time, to write the merged file. Each refusal is one line, exit status 4."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pytest_agenteval.api.records import ProblemRecord, problem_from_dict, without_texts
+from pytest_agenteval.config.settings import Settings
+from pytest_agenteval.config.table import OPTIONS
+from pytest_agenteval.output import ci, terminal
+from pytest_agenteval.output.compare import BaselineError, Comparison, check_baseline, compare, load_baseline
+from pytest_agenteval.output.gate import GateError, GateResult, evaluate_gate, parse_gate
+from pytest_agenteval.output.merge_checks import MergeError, ShardFile, check_shards
+from pytest_agenteval.output.results import ResultsFile, StoredRecords
+from pytest_agenteval.output.summary import (
+    RunFacts,
+    harness_usage,
+    pack_record,
+    suite_summary,
+    unpack_record,
+)
+from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
+
+USAGE_ERROR = 4
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # a usage error is exit 4 here, as in a run
+        raise MergeError(f"{message} (see pytest-agenteval merge --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="pytest-agenteval merge",
+        description="Join the results files of the shards of one evaluation (--agenteval-shard I/N): "
+        "every metric recomputed, gates and the baseline comparison applied as a run applies them.",
+    )
+    parser.add_argument("shards", nargs="+", type=Path, help="the shards' results files (--agenteval-out)")
+    parser.add_argument("-o", "--out", type=Path, required=True, help="the merged results file to write")
+    parser.add_argument("--agenteval-gate", dest="gates", action="append", default=[], help="as in a run")
+    parser.add_argument("--agenteval-compare", dest="compare", type=Path, help="baseline results JSONL")
+    parser.add_argument(
+        "--agenteval-compare-tolerance", dest="tolerance", type=float, default=None, help="as in a run"
+    )
+    parser.add_argument("--junitxml", type=Path, help="write a JUnit XML file, as pytest --junitxml does")
+    return parser
+
+
+class ShardLines:
+    """The shards' problem lines, read back by (file, offset, length)."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.paths = list(paths)
+        self._handles: dict[int, BinaryIO] = {}
+
+    def read(self, key: tuple[int, int, int]) -> dict[str, Any]:
+        number, offset, length = key
+        handle = self._handles.get(number)
+        if handle is None:
+            handle = self._handles[number] = self.paths[number].open("rb")
+        handle.seek(offset)
+        return json.loads(handle.read(length))
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+
+
+@dataclass
+class Merged:
+    """What the shards hold: per suite, the packed records and their keys."""
+
+    shards: list[ShardFile]
+    packed: dict[str, list[tuple[bytes, tuple[int, int, int]]]] = field(default_factory=dict)
+    nodeids: dict[str, int] = field(default_factory=dict)  # a record's nodeid -> its shard file
+
+
+def read_shards(paths: Sequence[Path]) -> Merged:
+    """One pass over each file: the summaries whole, each problem line packed."""
+    merged = Merged([])
+    for number, path in enumerate(paths):
+        shard = ShardFile(path)
+        try:
+            handle = path.open("rb")
+        except OSError as exc:
+            raise MergeError(
+                f"{path}: cannot read it ({exc.strerror or exc}); pass the shards' results files"
+            ) from None
+        with handle:
+            offset = 0
+            for line_number, line in enumerate(handle, 1):
+                data = _parse(line, path, line_number)
+                if data is not None and data.get("type") == "summary":
+                    shard.summaries.append(data)
+                elif data is not None and data.get("type") == "problem":
+                    nodeid = str(data.get("nodeid", ""))
+                    shard.records.append(nodeid)
+                    if nodeid in merged.nodeids:
+                        other = paths[merged.nodeids[nodeid]]
+                        raise MergeError(
+                            f"{path} and {other} both hold {nodeid}: conflicting shards; pass each shard's "
+                            "results file once"
+                        )
+                    merged.nodeids[nodeid] = number
+                    key = (number, offset, len(line))
+                    merged.packed.setdefault(data["suite"], []).append(
+                        (pack_record(without_texts(data)), key)
+                    )
+                offset += len(line)
+        merged.shards.append(shard)
+    return merged
+
+
+def _parse(line: bytes, path: Path, number: int) -> dict[str, Any] | None:
+    if not line.strip():
+        return None
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        raise MergeError(f"{path}:{number}: not valid JSON; is it a results file?") from None
+    return data if isinstance(data, dict) else None
+
+
+def settings_from(
+    config: Mapping[str, Any], explicit: Sequence[str], overrides: Mapping[str, Any]
+) -> Settings:
+    """The run's `Settings` rebuilt from a summary's `config` (`Settings.as_dict()`)."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = config.get(option.dest, option.default)
+        values[option.dest] = tuple(value) if option.multiple and value is not None else value
+    values.update(overrides)
+    return Settings(**values, explicit=frozenset(explicit))
+
+
+def main(argv: list[str]) -> int:
+    try:
+        return run_merge(_parser().parse_args(argv))
+    except (MergeError, GateError, BaselineError, SuiteImportError) as exc:
+        print(f"pytest-agenteval merge: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    gates = [parse_gate(expression) for expression in args.gates]
+    baseline = load_baseline(args.compare) if args.compare else None
+    merged = read_shards(args.shards)
+    first = check_shards(merged.shards)
+    shard = first.shard
+    tolerance = args.tolerance if args.tolerance is not None else first.config.get("compare_tolerance", 0.0)
+    settings = settings_from(
+        first.config,
+        shard.get("explicit") or (),
+        {
+            "shard": None,
+            "shard_count": 0,
+            "out": str(args.out),
+            "gates": tuple(args.gates),
+            "compare": str(args.compare) if args.compare else None,
+            "compare_tolerance": tolerance,
+        },
+    )
+    lines = ShardLines(args.shards)
+    try:
+        return _finish(args, merged, lines, settings, gates, baseline)
+    finally:
+        lines.close()
+
+
+def _finish(
+    args: argparse.Namespace,
+    merged: Merged,
+    lines: ShardLines,
+    settings: Settings,
+    gates: list[Any],
+    baseline: Mapping[str, Mapping[str, float]] | None,
+) -> int:
+    by_suite: dict[str, list[ProblemRecord]] = {}
+    keys: dict[int, tuple[int, int, int]] = {}
+    for name, entries in sorted(merged.packed.items()):
+        records = []
+        for packed, key in entries:
+            data = unpack_record(packed)
+            suite = suite_by_name(name, Path(str(data.get("nodeid", "")).split("::")[0]))
+            record = problem_from_dict(data, suite.score_fields)
+            keys[id(record)] = key
+            records.append(record)
+        by_suite[name] = sorted(records, key=lambda r: r.index)
+    if baseline is not None:
+        check_baseline(args.compare, baseline, {n: r[0].val_n for n, r in by_suite.items() if r})
+
+    def whole(records: Sequence[ProblemRecord]) -> StoredRecords:
+        def decode(data: Mapping[str, Any]) -> ProblemRecord:
+            return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
+
+        return StoredRecords(lines, [keys[id(r)] for r in records], decode)  # type: ignore[arg-type]
+
+    run, missing, interrupted = _run_facts(merged.shards)
+    summaries = [
+        suite_summary(name, records, whole, missing, interrupted, settings, run)
+        for name, records in sorted(by_suite.items())
+    ]
+    gate_results = [evaluate_gate(g, {s["suite"]: s for s in summaries}) for g in gates]
+    comparisons = []
+    if baseline is not None:
+        comparisons = [
+            compare(name, records, baseline, settings.compare_tolerance, settings.seed)
+            for name, records in sorted(by_suite.items())
+        ]
+    provenance = _provenance(merged.shards)
+    for summary in summaries:
+        summary["gates"] = [r.as_dict() for r in gate_results if r.gate.suite == summary["suite"]]
+        summary["compare"] = next((c.as_dict() for c in comparisons if c.suite == summary["suite"]), None)
+        summary["merged"] = provenance
+    ordered = [r for name in sorted(by_suite) for r in by_suite[name]]
+    results = ResultsFile()
+    written = results.finalize(args.out, whole(ordered), summaries)
+    unsolved = any(
+        r.complete and not suite_by_name(name).item_passed(r) for name, rs in by_suite.items() for r in rs
+    )
+    for line in terminal.run_lines(summaries, gate_results, comparisons):
+        print(line)
+    for note in results.notes:
+        print(f"storage: {note}")
+    if written:
+        print(f"results: {written}")
+    verdicts = ci.verdict_cases(gate_results, comparisons)
+    properties = ci.suite_properties(summaries, gate_results, comparisons)
+    if args.junitxml:
+        outcomes = [
+            (data, _outcome(data, suite_by_name(name), bool(gates or comparisons)))
+            for name, rs in sorted(by_suite.items())
+            for data in _dicts(merged, name)
+        ]
+        ci.write_junit(args.junitxml, outcomes, missing, properties, verdicts)
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(ci.step_summary(summaries, gate_results, comparisons))
+    return merged_exit_status(
+        summaries, gate_results, comparisons, bool(gates), unsolved, written == args.out
+    )
+
+
+def _dicts(merged: Merged, name: str) -> list[dict[str, Any]]:
+    """The suite's problem lines without texts, in dataset order (JUnit: small)."""
+    return sorted((unpack_record(p) for p, _ in merged.packed.get(name, [])), key=lambda d: d.get("index", 0))
+
+
+def _outcome(data: Mapping[str, Any], suite: Any, decided_by_verdicts: bool) -> str:
+    """The item's JUnit outcome as pytest reports it: error, failure, xfail or passed."""
+    record = problem_from_dict(data, suite.score_fields)
+    if not record.complete:
+        return "error"
+    if suite.item_passed(record):
+        return "passed"
+    return "xfail" if decided_by_verdicts else "failure"
+
+
+def _run_facts(shards: Sequence[ShardFile]) -> tuple[RunFacts, list[str], bool]:
+    """The merged run's facts: the first shard's model and environment, every shard's
+    counters summed, missing items joined; the timing spans the shards."""
+    firsts = [s.summaries[0] for s in shards]
+    backend: dict[str, int] = {}
+    for summary in firsts:
+        for key, value in (summary.get("backend") or {}).items():
+            backend[key] = backend.get(key, 0) + value
+    storage: list[str] = []
+    missing: list[str] = []
+    for shard in shards:
+        for summary in shard.summaries:
+            storage.extend(n for n in summary.get("storage") or () if n not in storage)
+            missing.extend(n for n in summary.get("missing") or () if n not in missing)
+    interrupted = any(
+        str(s.get("incomplete") or "").endswith("interrupted") for sh in shards for s in sh.summaries
+    )
+    head = firsts[0]
+    run = RunFacts(
+        base_model=head.get("base_model"),
+        model=head.get("model") or {},
+        keyword=(head.get("selection") or {}).get("keyword"),
+        markexpr=(head.get("selection") or {}).get("markexpr"),
+        backend=backend,
+        storage=storage,
+        workers=sum(int(s.get("workers") or 0) for s in firsts),
+        versions=head.get("versions") or {},
+        harness=harness_usage(),
+        started_at=min(str(s.get("started_at")) for s in firsts),
+        finished_at=max(str(s.get("finished_at")) for s in firsts),
+        duration_s=round(sum(float(s.get("duration_s") or 0) for s in firsts), 3),
+    )
+    return run, missing, interrupted
+
+
+def _provenance(shards: Sequence[ShardFile]) -> dict[str, Any]:
+    shard = shards[0].shard
+    return {
+        "shards": shard["count"],
+        "files": [str(s.path) for s in sorted(shards, key=lambda s: s.shard["index"])],
+        **{k: shard.get(k) for k in ("config_hash", "model_hash", "selection_hash", "selected")},
+        "merged_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def merged_exit_status(
+    summaries: Sequence[Mapping[str, Any]],
+    gate_results: Sequence[GateResult],
+    comparisons: Sequence[Comparison],
+    gated: bool,
+    unsolved: bool,
+    written: bool,
+) -> int:
+    """docs/ci.md's table, for what a merge can see: incomplete shards (errored or missing
+    items) and unsolved problems; a gate forgives the unsolved ones only."""
+    complete = all(s.get("complete") for s in summaries)
+    if not written:
+        return 1  # the asked-for file is missing
+    if not gated and not comparisons:
+        return 0 if complete and not unsolved else 1
+    if not gated and not any(c.decided for c in comparisons):
+        return 0 if complete and not unsolved else 1  # an undecided comparison is no verdict
+    verdicts = [r.passed for r in gate_results] + [c.passed for c in comparisons if c.decided]
+    return 0 if complete and verdicts and all(verdicts) else 1
