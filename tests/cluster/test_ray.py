@@ -53,17 +53,23 @@ def shard_args(url: str, cache: Path, *more: str) -> list[str]:
     ]
 
 
-def run_python(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_python(args: list[str], cwd: Path, **environ: str) -> subprocess.CompletedProcess[str]:
     """A child Python with this checkout first on its path (Ray's workers inherit it)."""
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=child_environment(), capture_output=True, text=True, timeout=600
+        [sys.executable, *args],
+        cwd=cwd,
+        env={**child_environment(), **environ},
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
-def run_shards(project: Path, results: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run_shards(project: Path, results: Path, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
     return run_python(
         [str(SCRIPT), "--num-cpus", "2", "--results", str(results), "--agenteval-gate", GATE, *args],
         cwd=project,
+        **environ,
     )
 
 
@@ -152,7 +158,10 @@ def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(project
 
 
 def test_gpu_shards_on_a_cluster_without_gpus_stop_with_one_line(project: Path) -> None:
-    completed = run_shards(project, project.parent / "results", "--shards", "2", "--", "test_tiny.py")
+    # no GPU to see, on a machine with some too: Ray counts the GPUs CUDA_VISIBLE_DEVICES lists
+    completed = run_shards(
+        project, project.parent / "results", "--shards", "2", "--", "test_tiny.py", CUDA_VISIBLE_DEVICES=""
+    )
     assert completed.returncode == 1
     assert completed.stderr.strip().splitlines()[-1] == (
         "run_shards.py: the Ray cluster has 0 GPUs and each shard asks for 1 (--num-gpus): its tasks "
