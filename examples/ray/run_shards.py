@@ -8,15 +8,16 @@
 
 Everything after `--` is the pytest command line of one shard; this script adds
 `--agenteval-shard I/N` and `--agenteval-out RESULTS/shard-I.jsonl`. Each task runs
-`python -m pytest` as a subprocess in the node's copy of the project (`--project-dir`: by
-default the task's own folder, which `ray job submit --working-dir .` fills with the project
-on every node; else a path every node has: a shared checkout or the same image), so
-`--serve` launches the model server on the GPU Ray gave the task. `--results` and `--agenteval-cache-dir` must be
-storage every node and the driver mount. A shard whose run is incomplete (an item errored
-or is missing) is run again, up to `--retries` times; the cache makes a rerun regenerate
-nothing that finished. The merge then recomputes every metric, applies the gates
-(`--agenteval-gate`, `--agenteval-compare`) and this script exits with its status
-(docs/ci.md): 0 gates hold, 1 a gate fails or the run is incomplete, 4 a usage error.
+`python -m pytest` as a subprocess in the node's copy of the project, so `--serve` launches
+the model server on the GPU Ray gave the task. That copy is `--project-dir`: by default the
+task's own folder, which `ray job submit --working-dir .` fills with the project on every
+node; else a path every node has (a shared checkout, the same image). `--results` and
+`--agenteval-cache-dir` must be storage every node and the driver mount. A shard whose run
+is incomplete (an item errored or is missing) is run again, up to `--retries` times; the
+cache makes a rerun regenerate nothing that finished. The merge then recomputes every
+metric, applies the gates (`--agenteval-gate`, `--agenteval-compare`) and this script
+exits with its status (docs/ci.md): 0 gates hold, 1 a gate fails or the run is
+incomplete, 4 a usage error.
 
 On a cluster: `ray job submit --working-dir . -- python examples/ray/run_shards.py ...` or
 `--address auto` on the head node. Without either it starts a local Ray instance
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -51,8 +53,11 @@ class ShardOutcome:
     complete: bool  # a results file whose every suite summary says complete
     results: str
     log: str
+    not_run: str = ""  # why pytest could not start on the node (a missing folder there)
 
     def line(self, count: int) -> str:
+        if self.not_run:
+            return f"shard {self.index}/{count}: not run: {self.not_run}"
         state = "complete" if self.complete else "INCOMPLETE"
         return f"shard {self.index}/{count}: pytest exit {self.exit_status}, {state} (log: {self.log})"
 
@@ -84,6 +89,15 @@ def run_shard(
 ) -> ShardOutcome:
     """One shard: `python -m pytest ARGS --agenteval-shard I/N` in the node's project copy, with
     the GPUs Ray assigned (CUDA_VISIBLE_DEVICES, set by Ray, is inherited)."""
+    # relative to the task's folder: `ray job submit --working-dir` unpacks the project there
+    cwd = Path(project_dir).resolve()
+    for flag, folder, fix in (
+        ("--results", Path(results_dir), "storage every node and the driver mount"),
+        ("--project-dir", cwd, "a path every node has (shared storage, the same image) or --working-dir"),
+    ):
+        if not folder.is_dir():  # one line for the driver to print, not a task's traceback
+            where = f"{flag} {folder} is not a folder on node {socket.gethostname()}: give {fix}"
+            return ShardOutcome(index, 4, False, "", "", not_run=where)
     results = Path(results_dir) / f"shard-{index}.jsonl"
     log = Path(results_dir) / f"shard-{index}.log"
     command = [
@@ -97,8 +111,6 @@ def run_shard(
     with log.open("ab") as output:
         output.write(f"$ {' '.join(command)}\n".encode())
         output.flush()
-        # relative to the task's folder: `ray job submit --working-dir` unpacks the project there
-        cwd = Path(project_dir).resolve()
         status = subprocess.run(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT).returncode
     return ShardOutcome(index, status, results_complete(results), str(results), str(log))
 
@@ -207,15 +219,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         ray.shutdown()
     usage = [outcome for outcome in outcomes if outcome.exit_status == 4]
-    if usage:  # every shard has the same command line: no merge of nothing
-        lines = Path(usage[0].log).read_text(encoding="utf-8", errors="replace").splitlines()
-        print("\n".join([line for line in lines if "error" in line.lower()] or lines[-3:]), file=sys.stderr)
-        print(
-            f"run_shards.py: pytest refused the shards' command line (exit 4; {usage[0].log})",
-            file=sys.stderr,
-        )
+    if usage:  # every shard has the same command line and folders: no merge of nothing
+        print(f"run_shards.py: {usage_line(usage[0])}", file=sys.stderr)
         return 4
     return merge(args, outcomes)
+
+
+def usage_line(outcome: ShardOutcome) -> str:
+    """Why a shard ended in a usage error: its folder missing, or pytest's own error lines."""
+    if outcome.not_run:
+        return outcome.not_run
+    lines = Path(outcome.log).read_text(encoding="utf-8", errors="replace").splitlines()
+    print("\n".join([line for line in lines if "error" in line.lower()] or lines[-3:]), file=sys.stderr)
+    return f"pytest refused the shards' command line (exit 4; {outcome.log})"
 
 
 if __name__ == "__main__":

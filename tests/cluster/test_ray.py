@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,31 @@ def test_gpu_shards_on_a_cluster_without_gpus_stop_with_one_line(project: Path) 
         "would never start; --num-gpus 0 runs the shards on CPUs"
     )
     assert not (project.parent / "results" / "shard-0.log").exists()
+
+
+def test_a_project_folder_a_node_lacks_stops_with_one_line_naming_the_node(project: Path) -> None:
+    missing = project.parent / "no-such-checkout"
+    completed = run_shards(
+        project,
+        project.parent / "results",
+        "--shards",
+        "2",
+        "--num-gpus",
+        "0",
+        "--project-dir",
+        str(missing),
+        "--",
+        "test_tiny.py",
+    )
+    assert completed.returncode == 4
+    assert completed.stderr.strip().splitlines()[-1] == (
+        f"run_shards.py: --project-dir {missing} is not a folder on node {socket.gethostname()}: give a path "
+        "every node has (shared storage, the same image) or --working-dir"
+    )
+    assert (
+        "running it again" not in completed.stdout
+        and not (project.parent / "results" / "merged.jsonl").exists()
+    )
 
 
 @functools.cache
