@@ -19,6 +19,7 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, describe_model
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
+from pytest_agenteval.output.concurrency import concurrency_lines, concurrency_summary
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
 from pytest_agenteval.output.results import (
     ResultsFile,
@@ -55,6 +56,7 @@ class ResultsCollector:
         self.unsolved: set[str] = set()  # items scored with no correct generation
         self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
         self.backend: dict[str, int] = {}  # request counters summed over processes
+        self.concurrency: list[dict[str, Any]] = []  # --concurrency auto: each process's limits
         self.results_file = ResultsFile()
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
@@ -120,6 +122,7 @@ class ResultsCollector:
         output = getattr(node, "workeroutput", {})
         self.add_backend_counts(output.get("agenteval_backend", {}))
         self.add_storage_notes(output.get("agenteval_storage", []))
+        self.add_concurrency(output.get("agenteval_concurrency", []), node.gateway.id)
 
     def add_storage_notes(self, notes: Sequence[str]) -> None:
         """Cache problems of a process (workers share a folder: say each once)."""
@@ -134,6 +137,9 @@ class ResultsCollector:
         per-generation `attempts` and `retries` in the records are the complete account)."""
         for key, value in counts.items():
             self.backend[key] = self.backend.get(key, 0) + value
+
+    def add_concurrency(self, reports: Sequence[Mapping[str, Any]], worker: str) -> None:
+        self.concurrency.extend({**report, "worker": worker} for report in reports)
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         if report.when == CRASH_WHEN and report.failed:
@@ -264,6 +270,7 @@ class ResultsCollector:
             "tokens": token_totals(records),
             "requests": request_totals(records),
             "backend": dict(sorted(self.backend.items())),
+            "concurrency": concurrency_summary(self.concurrency, self.started),  # output/concurrency.py
             "storage": list(self.storage_notes),  # what went wrong on disk so far
             # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
             # (non-streamed, from max_tokens and throughput), request_timeout
@@ -356,6 +363,8 @@ class ResultsCollector:
             suite = suite_by_name(summary["suite"])
             for line in report.suite_block(summary, suite.summary_rows(summary)):
                 terminalreporter.write_line(line)
+        for line in concurrency_lines(concurrency_summary(self.concurrency, self.started)):
+            terminalreporter.write_line(line)
         for line in report.gate_lines(self.gate_results):
             terminalreporter.write_line(line)
         for comparison in self.comparisons:
