@@ -406,3 +406,29 @@ def test_a_400_saying_the_queue_is_full_is_retried_and_halves_the_limit() -> Non
         1,
         [[4, 2, "overloaded"]],
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("--concurrency=lots",),
+            "ERROR: --concurrency: 'lots' is not a number >= 1 or auto (e.g. --concurrency 32, or "
+            "--concurrency auto to find each endpoint's limit)",
+        ),
+        (
+            ("--concurrency=auto", "--concurrency-max=1", "-n", "2"),
+            "ERROR: --concurrency-max 1 is below the 2 xdist workers that share each endpoint: each "
+            "worker sends at least one request at a time, so an endpoint would get 2; pass "
+            "--concurrency-max 2 or more, or fewer workers (-n 1)",
+        ),
+    ],
+    ids=["not-a-count", "max-below-the-workers"],
+)
+def test_bad_concurrency_settings_stop_the_run_at_start_up(
+    run_suite, args: tuple[str, ...], line: str
+) -> None:
+    with OpenAITestServer() as server:
+        result, _ = run_suite(f"--endpoint={server.url}", *args)
+        sent = server.stats()["total_requests"]
+    assert (result.ret, [x for x in result.errlines if x.startswith("ERROR")], sent) == (4, [line], 0)
