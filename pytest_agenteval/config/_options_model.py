@@ -5,6 +5,29 @@ from __future__ import annotations
 from pytest_agenteval.config.option import Option, topic
 from pytest_agenteval.config.table_scopes import AIME
 
+
+class CountOrAuto:
+    """The type of --concurrency: a count >= 1, or `auto`."""
+
+    __name__ = "int or auto"  # what the options reference shows as its type
+    annotation = int | str  # the Settings attribute: an int, or "auto"
+
+    def __call__(self, raw: str) -> int | str:
+        value = raw.strip().lower()
+        if value == "auto":
+            return value
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError(
+                "a number >= 1 or auto (e.g. --concurrency 32, or --concurrency auto to find each "
+                "endpoint's limit)"
+            )
+        return count
+
+
 OPTIONS: tuple[Option, ...] = (
     *topic(
         "Model",
@@ -142,8 +165,18 @@ OPTIONS: tuple[Option, ...] = (
             "concurrency",
             "--concurrency",
             32,
-            "requests in flight per endpoint for the whole run, shared by all xdist workers "
-            "(a localhost endpoint: per machine, shared by the workers there)",
+            "requests in flight per endpoint for the whole run, or auto (start at 4, grow while "
+            "requests succeed, halve on a 429 or an overload reply, up to --concurrency-max), shared "
+            "by all xdist workers (a localhost endpoint: per machine, shared by the workers there)",
+            CountOrAuto(),
+            local=True,
+        ),
+        Option(
+            "concurrency_max",
+            "--concurrency-max",
+            64,
+            "the most requests in flight per endpoint --concurrency auto may reach, shared by the "
+            "xdist workers as --concurrency is",
             int,
             local=True,
         ),

@@ -20,7 +20,9 @@ class Option:
     flag: str
     default: Any
     help: str
-    type: Callable[[str], Any] = str  # str, int, float or bool (a flag without a value)
+    # str, int, float or bool (a flag without a value); or a parser whose `annotation` is the
+    # Settings attribute's type and whose ValueError says what it takes
+    type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
     multiple: bool = False  # repeatable on the command line; a list (one per line) in the ini
     topic: str = ""  # the heading it is listed under in docs/options.md
@@ -50,7 +52,8 @@ class Option:
         """The type of the option's `Settings` attribute."""
         if self.multiple:
             return tuple[str, ...]
-        return self.type | None if self.default is None else self.type
+        kind = getattr(self.type, "annotation", self.type)
+        return kind | None if self.default is None else kind
 
     @property
     def help_with_default(self) -> str:
@@ -90,8 +93,9 @@ class Option:
         else:
             try:
                 value = self.type(raw)
-            except ValueError:
-                raise pytest.UsageError(f"{source}: {raw!r} is not a valid {self.type.__name__}") from None
+            except ValueError as exc:
+                what = f"a valid {self.type.__name__}" if isinstance(self.type, type) else str(exc)
+                raise pytest.UsageError(f"{source}: {raw!r} is not {what}") from None
         if self.choices and value not in self.choices:
             raise pytest.UsageError(f"{source}: {value!r} is not one of {self.choices}")
         return value

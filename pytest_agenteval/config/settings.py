@@ -22,6 +22,11 @@ def _effective_scorer(self: Settings) -> str:
     return "math-verify-tail" if self.mode == "retool" else "boxed-integer"
 
 
+def _concurrency_ceiling(self: Settings) -> int:
+    """Requests in flight per endpoint at most: --concurrency, or with auto --concurrency-max."""
+    return self.concurrency_max if self.concurrency == "auto" else self.concurrency
+
+
 def _generate() -> type:
     fields: list[Any] = [(o.dest, o.annotation, dataclasses.field(default=o.default)) for o in OPTIONS]
     # the options the user set (command line or ini file): suites default the others
@@ -32,6 +37,7 @@ def _generate() -> type:
         "__doc__": "The effective configuration, identical on the controller and every worker.",
         "as_dict": _as_dict,
         "effective_scorer": property(_effective_scorer),
+        "concurrency_ceiling": property(_concurrency_ceiling),
     }
     return dataclasses.make_dataclass("Settings", fields, namespace=namespace, frozen=True)
 
@@ -64,7 +70,8 @@ if TYPE_CHECKING:
         endpoints: tuple[str, ...]
         model_name: str | None
         api_key_env: str
-        concurrency: int
+        concurrency: int | str
+        concurrency_max: int
         samples_per_request: int
         request_timeout: float
         idle_timeout: float
@@ -143,6 +150,9 @@ if TYPE_CHECKING:
 
         @property
         def effective_scorer(self) -> str: ...
+
+        @property
+        def concurrency_ceiling(self) -> int: ...
 
 else:
     Settings = _generate()

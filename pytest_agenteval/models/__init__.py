@@ -24,6 +24,7 @@ from pytest_agenteval.api.sampler import (
     approx_token_count,
     request_priority,
 )
+from pytest_agenteval.models._aimd import auto_start
 from pytest_agenteval.models._identity import (
     identifies_weights,
     identity_warning,
@@ -292,6 +293,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         continuation=settings.continuation,
         stream=not settings.no_stream and bool((choice.served or {}).get("streams", True)),
         idle_timeout_s=settings.idle_timeout,
+        adaptive_start=auto_start(settings.concurrency, concurrency, settings.concurrency_max),
     )
     sampler.records_served = True  # each generation records the reply's model (not a judge's)
     return sampler

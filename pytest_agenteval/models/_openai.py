@@ -24,6 +24,7 @@ from pytest_agenteval.api.sampler import (
     note_served,
     request_priority,
 )
+from pytest_agenteval.models._aimd import says_overloaded
 from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
 from pytest_agenteval.models._health import EndpointHealth
 from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
@@ -67,10 +68,12 @@ class OpenAISampler:
         fingerprint: str = "",
         stream: bool = True,
         idle_timeout_s: float = 60.0,
+        adaptive_start: int | None = None,
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
         self.concurrency = concurrency
+        self.adaptive_start = adaptive_start  # --concurrency auto: AIMD from here up to concurrency
         self.native_tools = native_tools
         self.request_timeout_s = request_timeout_s
         self.retry = retry or RetryPolicy()
@@ -118,7 +121,7 @@ class OpenAISampler:
         """This sampler's `--concurrency` slots on each endpoint, for another sampler of the
         same endpoints to share (a judge on the run's own endpoint)."""
         if self._slots is None:
-            self._slots = EndpointSlots(self.endpoints, self.concurrency)
+            self._slots = EndpointSlots(self.endpoints, self.concurrency, self.adaptive_start)
         return self._slots
 
     def body(
@@ -222,18 +225,19 @@ class OpenAISampler:
             if endpoint is not None:
                 attempt += 1
                 self._in_flight[endpoint] += 1
+                sent, outcome = time.monotonic(), None  # the outcome tells auto's limit
                 try:
                     self._counts["requests"] += 1
-                    sent = time.monotonic()
                     data = await self._post(session, endpoint, body, route)
                     completions = parse_completions(data, time.monotonic() - started, attempt)
                     if self.records_served:
                         note_served(completions[0])
                     self._counts["ok"] += 1
+                    outcome = "ok"
                     self._observe(endpoint, completions, time.monotonic() - sent)
                     return completions
                 except Retryable as exc:
-                    failure = exc
+                    failure, outcome = exc, exc.cause
                     self._note_failure(endpoint, exc.cause)
                 except (FatalRequestError, ContextOverflowError) as exc:
                     self.health.succeeded(endpoint)  # it answered: alive
@@ -243,7 +247,7 @@ class OpenAISampler:
                 finally:
                     self._in_flight[endpoint] -= 1
                     self.health.release(endpoint)  # a probe cancelled or raising: free it
-                    slots.release(endpoint)
+                    slots.release(endpoint, outcome, sent)
             if endpoint is None:  # every endpoint is out of the rotation
                 self._check_outage()
                 await asyncio.sleep(wait)
@@ -371,6 +375,8 @@ class OpenAISampler:
             self._counts["stream_refused"] += 1
             self._counts["requests"] += 1  # the refused one was sent too
             return await self._post(session, endpoint, body, route)
+        if says_overloaded(status, raw):  # a 400 or 500 saying the server is overloaded
+            raise Retryable("overloaded", retry_after)
         if status in FATAL_STATUS:
             self._counts[f"fatal_{status}"] += 1
             raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
@@ -388,7 +394,10 @@ class OpenAISampler:
 
     def stats(self) -> dict[str, Any]:
         http = self._session.counts if self._session is not None else Counter[str]()
-        return dict(sorted((self._counts + self.health.counts + http).items()))
+        stats: dict[str, Any] = dict(sorted((self._counts + self.health.counts + http).items()))
+        if self._slots is not None and self._slots.adaptive:  # --concurrency auto: its limits
+            stats["concurrency"] = self._slots.report()
+        return stats
 
     @property
     def in_flight(self) -> int:

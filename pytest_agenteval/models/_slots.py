@@ -1,6 +1,7 @@
 """Semaphores whose waiters are served by priority, so the items pytest will run next
 get the connection slots first and prefetched work never starves them: one pool
-(PrioritySlots), or a fixed number of slots on each endpoint (EndpointSlots)."""
+(PrioritySlots), or a number of slots on each endpoint (EndpointSlots): fixed, or found
+by AIMD from the replies (`--concurrency auto`, models/_aimd.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
+
+from pytest_agenteval.models._aimd import OVERLOAD_CAUSES, AimdLimit, LimitChange
 
 
 class PrioritySlots:
@@ -66,13 +70,20 @@ class EndpointSlots:
     its `choose(in_use, full)` picks among those with a free slot. `choose` returns
     (endpoint, 0) to take one of its slots, (None, None) to wait for a slot to free up,
     or (None, seconds) when no endpoint is in the rotation (the waiter sleeps, holding
-    nothing). One instance may serve several samplers of the same endpoints."""
+    nothing). One instance may serve several samplers of the same endpoints.
 
-    def __init__(self, endpoints: Sequence[str], capacity: int) -> None:
+    With `start` (`--concurrency auto`), each endpoint's limit starts there and moves
+    between 1 and `capacity` with the outcomes `release` is told (AIMD); a lower limit
+    cancels nothing: the requests over it finish, and no new one goes out until the
+    endpoint is back under it."""
+
+    def __init__(self, endpoints: Sequence[str], capacity: int, start: int | None = None) -> None:
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
         self.in_use = Counter[str]({url: 0 for url in endpoints})
+        self.adaptive = {url: AimdLimit(url, start, capacity) for url in endpoints} if start else {}
+        self.changes: list[LimitChange] = []
         self._waiters: list[
             tuple[tuple[float, int], int, asyncio.Future[tuple[str | None, float]], Choose]
         ] = []
@@ -95,9 +106,41 @@ class EndpointSlots:
                 self._dispatch()  # the first in line left: the next may fit
             raise
 
-    def release(self, endpoint: str) -> None:
+    def limit(self, endpoint: str) -> int:
+        """Requests that may be in flight on `endpoint` now."""
+        adaptive = self.adaptive.get(endpoint)
+        return adaptive.limit if adaptive is not None else self.capacity
+
+    def release(self, endpoint: str, outcome: str | None = None, sent: float = 0.0) -> None:
+        """Give the slot back. `outcome` (adaptive slots learn from it): "ok", a retry's
+        cause ("429", "503", "overloaded", ...), or None (no reply that says anything about
+        load: a refused request, a cancellation); `sent`: when the request went out
+        (time.monotonic())."""
+        adaptive = self.adaptive.get(endpoint)
+        if adaptive is not None and outcome is not None:
+            change = None
+            if outcome == "ok":
+                change = adaptive.succeeded(busy=self.in_use[endpoint] >= adaptive.limit)
+            elif outcome in OVERLOAD_CAUSES:
+                change = adaptive.overloaded(outcome, sent)
+            if change is not None:
+                self.changes.append(change)
         self.in_use[endpoint] -= 1
         self._dispatch()
+
+    def report(self) -> list[dict[str, Any]]:
+        """Each adaptive endpoint's limits and changes, as plain data for the summary
+        (`at`: time.time() of each change)."""
+        return [
+            {
+                "endpoint": url,
+                "start": limit.start,
+                "final": limit.limit,
+                "max": limit.ceiling,
+                "changes": [[c.at, c.old, c.new, c.why] for c in self.changes if c.endpoint == url],
+            }
+            for url, limit in self.adaptive.items()
+        ]
 
     def _dispatch(self) -> None:
         """Grant waiters in priority order. A waiter that fits nowhere (it avoids the only
@@ -106,7 +149,7 @@ class EndpointSlots:
         while self._waiters:
             if self._grant(0):
                 continue  # the first in line (the common case: a heap pop)
-            if all(used >= self.capacity for used in self.in_use.values()):
+            if all(used >= self.limit(url) for url, used in self.in_use.items()):
                 return  # every endpoint is at capacity: the next release
             behind = sorted(range(1, len(self._waiters)), key=lambda i: self._waiters[i][:2])
             if not any(self._grant(i) for i in behind):
@@ -118,7 +161,7 @@ class EndpointSlots:
         is at capacity."""
         _, _, future, choose = self._waiters[index]
         if not future.done():
-            full = frozenset(url for url, used in self.in_use.items() if used >= self.capacity)
+            full = frozenset(url for url, used in self.in_use.items() if used >= self.limit(url))
             try:
                 endpoint, wait = choose(self.in_use, full)
             except Exception as exc:  # noqa: BLE001 - the waiter's own error (every server died)

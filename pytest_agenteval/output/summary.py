@@ -22,7 +22,17 @@ from pytest_agenteval.tasks.registry import suite_by_name
 # Fields of a summary that describe how this process ran, not what the model did: a merged
 # summary has the merge's own (and `merged`, its shards' provenance), a sharded run's its
 # `shard`; every other field of a merged summary equals the unsharded run's.
-RUN_LOCAL_FIELDS = ("started_at", "finished_at", "duration_s", "harness", "workers", "shard", "merged")
+# `concurrency`: each process's --concurrency auto history (a merge keeps it in the shards' files)
+RUN_LOCAL_FIELDS = (
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "harness",
+    "workers",
+    "concurrency",
+    "shard",
+    "merged",
+)
 # Fields of the model's description that differ between the machines serving one model
 # (addresses, log files, threads): left out of `model_hash`.
 VOLATILE_MODEL_FIELDS = ("path", "endpoints", "n_threads", "display")
@@ -46,6 +56,7 @@ class RunFacts:
     started_at: str
     finished_at: str
     duration_s: float
+    concurrency: Mapping[str, Any] | None = None  # --concurrency auto's history, else None
 
 
 @dataclass(frozen=True)
@@ -103,6 +114,7 @@ def suite_summary(
         "tokens": token_totals(records),
         "requests": request_totals(records),
         "backend": dict(sorted(run.backend.items())),
+        "concurrency": dict(run.concurrency) if run.concurrency else None,
         "storage": list(run.storage),  # what went wrong on disk so far
         # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
         # (non-streamed, from max_tokens and throughput), request_timeout

@@ -64,7 +64,7 @@ def validate_settings(settings: Settings) -> None:
     """Range and consistency checks: one line naming the option and the fix."""
     positive = (
         "val_n",
-        "concurrency",
+        "concurrency_max",  # --concurrency: its parser takes a count >= 1 or auto
         "max_tokens",
         "max_attempts",
         "samples_per_request",

@@ -17,6 +17,7 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, describe_model
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
+from pytest_agenteval.output.concurrency import concurrency_lines, concurrency_summary
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path, package_versions
 from pytest_agenteval.output.summary import (
@@ -54,6 +55,7 @@ class ResultsCollector:
         self.unsolved: set[str] = set()  # items scored with no correct generation
         self.skipped: set[str] = set()  # deliberately not run (progressive mode, no access)
         self.backend: dict[str, int] = {}  # request counters summed over processes
+        self.concurrency: list[dict[str, Any]] = []  # --concurrency auto: each process's limits
         self.results_file = ResultsFile()
         self.out_path: Path | None = Path(settings.out) if settings.out else None
         self.summaries: list[dict[str, Any]] = []
@@ -119,6 +121,7 @@ class ResultsCollector:
         output = getattr(node, "workeroutput", {})
         self.add_backend_counts(output.get("agenteval_backend", {}))
         self.add_storage_notes(output.get("agenteval_storage", []))
+        self.add_concurrency(output.get("agenteval_concurrency", []), node.gateway.id)
 
     def add_storage_notes(self, notes: Sequence[str]) -> None:
         """Cache problems of a process (workers share a folder: say each once)."""
@@ -133,6 +136,9 @@ class ResultsCollector:
         per-generation `attempts` and `retries` in the records are the complete account)."""
         for key, value in counts.items():
             self.backend[key] = self.backend.get(key, 0) + value
+
+    def add_concurrency(self, reports: Sequence[Mapping[str, Any]], worker: str) -> None:
+        self.concurrency.extend({**report, "worker": worker} for report in reports)
 
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         if report.when == CRASH_WHEN and report.failed:
@@ -238,6 +244,7 @@ class ResultsCollector:
             started_at=iso_time(self.started),
             finished_at=iso_time(finished),
             duration_s=round(finished - self.started, 3),
+            concurrency=concurrency_summary(self.concurrency, self.started),  # output/concurrency.py
         )
         state = self.config.stash.get(SHARD, None)
         shard = None
@@ -319,6 +326,8 @@ class ResultsCollector:
         if self.suite_error:
             terminalreporter.write_line(f"ERROR: {self.suite_error}", red=True, bold=True)
         for line in report.run_lines(self.summaries, self.gate_results, self.comparisons):
+            terminalreporter.write_line(line)
+        for line in concurrency_lines(self.summaries[0].get("concurrency") if self.summaries else None):
             terminalreporter.write_line(line)
         if self.infra_errors and (self.gates or self.comparisons):
             terminalreporter.write_line(

@@ -114,7 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
             checks.check_sandbox_level(settings)
             choice = _start_servers(config, settings, choice)
         checks.check_native_style(settings, choice)
-        hosts.check_concurrency(config, settings.concurrency, choice)
+        hosts.check_concurrency(config, settings, choice)
     else:
         choice = _lazy_choice(settings, None)  # not an evaluation run: stay out of the way
     if evaluating:  # the controller's modules: a worker never imports them (start-up time)
@@ -142,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUNTIME] = Runtime(
         settings,
         choice,
-        _share(config, settings.concurrency, per_host=hosts.host_local(settings.endpoints)),
+        _share(config, settings.concurrency_ceiling, per_host=hosts.host_local(settings.endpoints)),
         cache_dir,
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
@@ -420,11 +420,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if _is_worker(session.config):
         session.config.workeroutput["agenteval_backend"] = counts  # type: ignore[attr-defined]
         session.config.workeroutput["agenteval_storage"] = runtime.storage_notes()  # type: ignore[attr-defined]
+        session.config.workeroutput["agenteval_concurrency"] = runtime.concurrency_report()  # type: ignore[attr-defined]
     else:
         collector = session.config.pluginmanager.get_plugin("agenteval-results")
         if collector is not None:
             collector.add_backend_counts(counts)
             collector.add_storage_notes(runtime.storage_notes())
+            collector.add_concurrency(runtime.concurrency_report(), "")
 
 
 def _spec_in(specs: Any, spec: Any) -> Any:

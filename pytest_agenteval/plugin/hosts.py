@@ -67,9 +67,10 @@ def share(total: int, index: int, count: int) -> int:
     return max(1, total // count + (1 if index < total % count else 0))
 
 
-def check_concurrency(config: pytest.Config, concurrency: int, choice: Any) -> None:
-    """--concurrency holds per endpoint only while every xdist worker can have a slot of
-    it: a usage error at start-up otherwise (the controller, before any request)."""
+def check_concurrency(config: pytest.Config, settings: Settings, choice: Any) -> None:
+    """--concurrency (with auto: --concurrency-max) holds per endpoint only while every
+    xdist worker can have a slot of it: a usage error at start-up otherwise (the
+    controller, before any request)."""
     if choice.kind != "openai" or not config.pluginmanager.hasplugin("xdist"):
         return
     if not config.getoption("tx", None) or config.getoption("dist", "no") == "no":
@@ -77,7 +78,8 @@ def check_concurrency(config: pytest.Config, concurrency: int, choice: Any) -> N
     from xdist.workermanage import parse_tx_spec_config
 
     workers = workers_per_endpoint(parse_tx_spec_config(config), host_local(choice.endpoints))
-    error = concurrency_error(concurrency, workers)
+    flag = "--concurrency-max" if settings.concurrency == "auto" else "--concurrency"
+    error = concurrency_error(settings.concurrency_ceiling, workers, flag)
     if error:
         raise pytest.UsageError(error)
 
@@ -97,15 +99,15 @@ def workers_per_endpoint(tx: Sequence[str], per_host: bool) -> int:
     return max(by_host.values(), default=0)
 
 
-def concurrency_error(concurrency: int, workers: int) -> str | None:
+def concurrency_error(concurrency: int, workers: int, flag: str = "--concurrency") -> str | None:
     """One line when `--concurrency` cannot hold: each worker keeps at least one request in
     flight, so W workers on one endpoint exceed a C below W."""
     if workers <= concurrency:
         return None
     return (
-        f"--concurrency {concurrency} is below the {workers} xdist workers that share each endpoint: "
+        f"{flag} {concurrency} is below the {workers} xdist workers that share each endpoint: "
         f"each worker sends at least one request at a time, so an endpoint would get {workers}; "
-        f"pass --concurrency {workers} or more, or fewer workers (-n {concurrency})"
+        f"pass {flag} {workers} or more, or fewer workers (-n {concurrency})"
     )
 
 

@@ -297,6 +297,12 @@ class Runtime:
             counts.update({f"sandbox_without_{layer}": 1 for layer in self._sandbox.containment["missing"]})
         return counts
 
+    def concurrency_report(self) -> list[dict[str, Any]]:
+        """`--concurrency auto`: this process's limit on each endpoint and its changes
+        (the sampler's stats keep them); empty with a fixed --concurrency."""
+        stats = self._sampler.stats() if self._sampler is not None and hasattr(self._sampler, "stats") else {}
+        return list(stats.get("concurrency", []))
+
     def storage_notes(self) -> list[str]:
         """This process's generation-cache problems (a full disk, corrupt segments)."""
         return list(self.cache.notes) if self.cache is not None else []

@@ -16,6 +16,7 @@ from aiohttp import web
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import FaultInjector, unit_draw
 from pytest_agenteval.testing._overflow import request_overflow
+from pytest_agenteval.testing._ratelimit import ConcurrencyLimit
 from pytest_agenteval.testing._render import estimate_prompt_tokens, render_choice, tool_names
 from pytest_agenteval.testing._responders import last_user_text, normalize_replies
 from pytest_agenteval.testing._sse import sse_events, wants_stream
@@ -91,6 +92,7 @@ class ServerCore:
             plan=config.fault_plan,
         )
         self.tracker = InFlightTracker()
+        self.rate_limit = ConcurrencyLimit(config.max_concurrent, config.retry_after)
         self.log = RequestLog(config.log_path)
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
@@ -159,12 +161,14 @@ class ServerCore:
             "choices_served": sum(e["n"] for e in entries if e["outcome"] == "ok"),
             "connections": len({e["client"] for e in entries}),
             **self.tracker.snapshot(),
+            **self.rate_limit.stats(),
         }
 
     def reset(self) -> None:
         self.log.clear()
         self.tracker.reset()
         self.injector.reset()
+        self.rate_limit.reset()
 
     # -- control endpoints -----------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -214,6 +218,7 @@ class ServerCore:
         if not rec.finished:
             rec.finished = True
             self.tracker.exit()
+            self.rate_limit.leave(rec)
             self.log.append(rec.entry())
 
     async def _send(self, request: web.Request, resp: web.StreamResponse, rec: _Attempt) -> bool:
@@ -246,6 +251,11 @@ class ServerCore:
             rec.outcome = str(error.status)
             await self._send(request, error, rec)
             return error
+        if not self.rate_limit.admit(rec):  # over max_concurrent: a 429 at once
+            rec.outcome = "rate_limited"
+            refusal = self.rate_limit.refusal()
+            await self._send(request, refusal, rec)
+            return refusal
         assert body is not None
         rec.n = int(body.get("n") or 1) if self.config.support_n else 1
         rec.attempt = self.injector.next_attempt(rec.key)

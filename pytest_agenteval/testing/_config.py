@@ -65,6 +65,9 @@ class ServerConfig:
     fail_first_k_kind: str = "503"
     fault_plan: FaultPlan | None = None  # (FaultContext) -> kind | None; overrides fault_rate
     retry_after: str | None = "0.1"  # Retry-After header of 429s; None = no header
+    # set: a rate limit of this many generation requests at once; one more gets a 429 with
+    # Retry-After at once, logged as `rate_limited` (_ratelimit.py)
+    max_concurrent: int | None = None
     stall_s: float = 30.0  # a stalled request sleeps this long, then...
     stall_then: Literal["close", "respond"] = "close"  # ...drops the connection or answers
     truncate_declares_length: bool = True  # truncated 200 announces the full Content-Length
@@ -83,6 +86,8 @@ class ServerConfig:
         if self.stall_then not in ("close", "respond"):
             raise ValueError(f"stall_then must be 'close' or 'respond': {self.stall_then!r}")
         validate_fault_mix(self.fault_kinds)
+        if self.max_concurrent is not None and self.max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1 (or None: no limit), got {self.max_concurrent}")
         if self.context_style not in CONTEXT_STYLES:
             raise ValueError(f"context_style must be one of {CONTEXT_STYLES}: {self.context_style!r}")
         validate_fault_mix({self.fail_first_k_kind: 1.0})

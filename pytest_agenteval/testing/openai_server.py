@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-first-k", type=int, default=0, help="first K attempts per key fail")
     p.add_argument("--fail-first-kind", default="503")
     p.add_argument("--retry-after", default="0.1", help="Retry-After of 429s ('' = none)")
+    p.add_argument(
+        "--max-concurrent", type=int, default=None, help="rate limit: over N requests at once, a 429"
+    )
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--stall-then", choices=("close", "respond"), default="close")
     p.add_argument("--log", type=Path, default=None, help="append request log as JSONL")
@@ -112,6 +115,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         fail_first_k_attempts_per_request=args.fail_first_k,
         fail_first_k_kind=args.fail_first_kind,
         retry_after=args.retry_after or None,
+        max_concurrent=args.max_concurrent,
         stall_s=args.stall_s,
         stall_then=args.stall_then,
         log_path=args.log,

@@ -1,0 +1,77 @@
+"""`--concurrency auto` in the summary and the terminal: each process reports, per
+endpoint, its starting, final and highest allowed limit and every change (when, from,
+to, why); the run's summary adds the processes up per endpoint (under xdist each worker
+adapts its own share, so an endpoint's limit is the sum of its workers') and keeps the
+whole history, in time order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) -> dict[str, Any] | None:
+    """The summary's `concurrency`: None with a fixed --concurrency (no process adapted);
+    else `endpoints` (url -> start, final, peak, max, increases, halvings by cause,
+    workers) and `history` (at_s: seconds since the run started; endpoint, worker, old,
+    new, why). `reports`: the processes' (`worker` "" for the controller's own)."""
+    if not reports:
+        return None
+    endpoints: dict[str, dict[str, Any]] = {}
+    history: list[dict[str, Any]] = []
+    for report in reports:
+        url = report["endpoint"]
+        entry = endpoints.setdefault(
+            url, {"start": 0, "final": 0, "peak": 0, "max": 0, "increases": 0, "halvings": {}, "workers": 0}
+        )
+        changes = report["changes"]
+        entry["start"] += report["start"]
+        entry["final"] += report["final"]
+        entry["peak"] += max([report["start"], *(new for _, _, new, _ in changes)])
+        entry["max"] += report["max"]
+        entry["workers"] += 1
+        for at, old, new, why in changes:
+            if why == "successes":
+                entry["increases"] += 1
+            else:
+                entry["halvings"][why] = entry["halvings"].get(why, 0) + 1
+            history.append(
+                {
+                    "at_s": round(at - started, 3),
+                    "endpoint": url,
+                    "worker": report.get("worker", ""),
+                    "old": old,
+                    "new": new,
+                    "why": why,
+                }
+            )
+    history.sort(key=lambda change: change["at_s"])
+    return {"endpoints": endpoints, "history": history}
+
+
+def concurrency_lines(summary: Mapping[str, Any] | None) -> list[str]:
+    """One terminal line per endpoint:
+    `concurrency auto  http://h:8000/v1: 4 -> 12 (found), 3 halvings on 429`."""
+    if not summary:
+        return []
+    return [_line(url, entry) for url, entry in summary["endpoints"].items()]
+
+
+def _line(url: str, entry: Mapping[str, Any]) -> str:
+    halvings: Mapping[str, int] = entry["halvings"]
+    if halvings:
+        state = "found"
+    elif entry["final"] >= entry["max"]:
+        state = "at --concurrency-max"
+    else:
+        state = "no overload seen"
+    causes = sorted(halvings.items(), key=lambda item: (-item[1], item[0]))
+    if causes:
+        (cause, count), *others = causes
+        said = [f"{count} halving{'s' if count != 1 else ''} on {cause}"]
+        said += [f"{n} on {why}" for why, n in others]
+    else:
+        said = ["no halvings"]
+    if entry["workers"] > 1:
+        said.append(f"over {entry['workers']} workers")
+    return f"concurrency auto  {url}: {entry['start']} -> {entry['final']} ({state}), {', '.join(said)}"
