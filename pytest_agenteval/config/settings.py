@@ -133,6 +133,12 @@ if TYPE_CHECKING:
         datagen_reasks: int
         datagen_solve: int
         datagen_verifications: str | None
+        # Cost and budgets
+        prices: str | None
+        max_cost: float | None
+        max_total_tokens: int | None
+        estimate: bool
+        estimate_sample: int
 
         explicit: frozenset[str] = frozenset()
 

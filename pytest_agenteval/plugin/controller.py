@@ -19,6 +19,7 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, describe_model
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
+from pytest_agenteval.output.cost import cost_summary, price_record
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
 from pytest_agenteval.output.results import (
     ResultsFile,
@@ -66,6 +67,7 @@ class ResultsCollector:
         self.write_failed = False  # the results file is not where it was asked for
         self.cache_notes: list[str] = []  # storage problems of every process's cache
         self.suite_error: str | None = None  # a suite module the controller could not import
+        self.budget: Any = None  # the run's models.budget.BudgetLedger, set by plugin/cost.py
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -97,6 +99,7 @@ class ResultsCollector:
                     # waits on the server: not at start-up, where the import thread holds
                     # the GIL on the way to the first request (45 ms with -n 0).
                     threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
+                price_record(value, self.settings, self.choice)  # each generation's cost_usd
                 self.records[report.nodeid] = _pack(without_texts(value))
                 self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
                 if value.get("error"):
@@ -263,6 +266,7 @@ class ResultsCollector:
             "missing": own_missing,
             "tokens": token_totals(records),
             "requests": request_totals(records),
+            **cost_summary(records, settings, self.choice, finished - self.started, self.budget),
             "backend": dict(sorted(self.backend.items())),
             "storage": list(self.storage_notes),  # what went wrong on disk so far
             # stalls caught, by cause: idle (a stream silent for --idle-timeout), deadline
