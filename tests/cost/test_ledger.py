@@ -66,7 +66,8 @@ def test_a_released_reservation_costs_nothing(tmp_path: Path) -> None:
 def test_a_dead_processs_reservations_are_dropped(tmp_path: Path) -> None:
     ledger = BudgetLedger.create(Limits(max_total_tokens=100), tmp_path)
     code = (
-        "import sys; from pathlib import Path; from pytest_agenteval.models.budget import BudgetLedger, Limits;"
+        "import sys; from pathlib import Path;"
+        "from pytest_agenteval.models.budget import BudgetLedger, Limits;"
         "BudgetLedger(Path(sys.argv[1]), Limits(max_total_tokens=100)).try_reserve(100, 0.0)"
     )
     subprocess.run([sys.executable, "-c", code, str(ledger.path)], check=True)  # reserves, then exits
