@@ -79,6 +79,7 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     check_priced(settings, choice)
     ledger = None
     if limits.any and not config.option.collectonly:
+        _refuse_remote_workers(config)
         ledger = BudgetLedger.create(limits)
         config.add_cleanup(ledger.remove)
         runtime.budget = RunBudget(ledger, load_prices(settings.prices))
@@ -88,6 +89,22 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     if settings.estimate:
         config.pluginmanager.register(EstimateSampler(settings), "agenteval-estimate-sampler")
     config.pluginmanager.register(CostReport(settings, ledger), "agenteval-cost")
+
+
+def _refuse_remote_workers(config: pytest.Config) -> None:
+    """The ledger is a file on this machine: a worker on another one could not share it."""
+    try:
+        import execnet
+    except ImportError:
+        return
+    from pytest_agenteval.plugin.hosts import host_of
+
+    for tx in config.getoption("tx", None) or []:
+        if host_of(execnet.XSpec(tx)) != "localhost":
+            raise pytest.UsageError(
+                f"--max-cost/--max-total-tokens: the budget's ledger is a file on this machine, which the "
+                f"remote worker --tx {tx} cannot share; run a budgeted run's workers on one machine"
+            )
 
 
 def sample_positions(count: int, sample: int) -> list[int]:

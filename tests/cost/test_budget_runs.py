@@ -175,3 +175,21 @@ def test_the_results_summary_is_json_with_the_cost_block(run_suite, priced: tupl
     summary = json.loads(out.read_text().splitlines()[-1])
     assert set(summary["cost"]) == {"usd", "usd_from_cache", "by_model", "by_judge", "prices"}
     assert "budget" not in summary  # no budget given
+
+
+def test_a_budget_with_a_remote_worker_is_one_line_at_start_up(run_suite) -> None:
+    with OpenAITestServer() as server:
+        result, _ = run_suite(
+            f"--endpoint={server.url}",
+            "--max-total-tokens=500",
+            "--tx",
+            "ssh=eval@gpu-2//python=python3",
+            "--dist=load",
+        )
+        assert server.requests == []
+    _one_line(
+        result,
+        "--max-cost/--max-total-tokens: the budget's ledger is a file on this machine, which the remote "
+        "worker --tx ssh=eval@gpu-2//python=python3 cannot share; "
+        "run a budgeted run's workers on one machine",
+    )
