@@ -95,6 +95,10 @@ class Completion:
     request_usage: Mapping[str, int] | None = None
     model: str = ""  # the reply's own `model` field (OpenAI protocol), "" where none
     system_fingerprint: str = ""  # the reply's `system_fingerprint`, "" where none
+    # prompt tokens the provider served from its prompt cache (OpenAI's
+    # usage.prompt_tokens_details.cached_tokens), billed at the cached-input price; part of
+    # prompt_tokens. One of several samples of one request: in request_usage instead.
+    cached_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,12 +151,13 @@ request_priority: contextvars.ContextVar[tuple[float, int]] = contextvars.Contex
 # What served the rollout being run: the engine sets a fresh dict on each rollout's task,
 # the run's own sampler writes the reply's `model`/`system_fingerprint` into it (a cache
 # hit: the stored reply's), and the rollout's generation record carries them.
-served_by: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("served_by", default=None)
+served_by: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("served_by", default=None)
 
 
 def note_served(completion: Completion) -> None:
     """Record the reply's `model` and `system_fingerprint` for the rollout being run
-    (the last reply's, for a rollout of several turns)."""
+    (the last reply's, for a rollout of several turns), and its cached prompt tokens
+    (summed over the turns: the generation's cost bills them at the cached-input price)."""
     seen = served_by.get()
     if seen is None:
         return
@@ -160,6 +165,8 @@ def note_served(completion: Completion) -> None:
         seen["reply_model"] = completion.model
     if completion.system_fingerprint:
         seen["system_fingerprint"] = completion.system_fingerprint
+    if completion.cached_prompt_tokens and completion.request_usage is None:  # summed over the turns
+        seen["cached_prompt_tokens"] = seen.get("cached_prompt_tokens", 0) + completion.cached_prompt_tokens
 
 
 def approx_token_count(text: str) -> int:

@@ -143,6 +143,12 @@ if TYPE_CHECKING:
         # Shards (clusters)
         shard: str | None
         shard_count: int
+        # Cost and budgets
+        prices: str | None
+        max_cost: float | None
+        max_total_tokens: int | None
+        estimate: bool
+        estimate_sample: int
 
         explicit: frozenset[str] = frozenset()
 

@@ -5,7 +5,13 @@ are derived from it (see `option`, `options`, `settings`, `reference`). The topi
 
 from __future__ import annotations
 
-from pytest_agenteval.config import _options_cluster, _options_model, _options_run, _options_suites
+from pytest_agenteval.config import (
+    _options_cluster,
+    _options_cost,
+    _options_model,
+    _options_run,
+    _options_suites,
+)
 from pytest_agenteval.config.option import Option
 
 OPTIONS: tuple[Option, ...] = (
@@ -13,4 +19,5 @@ OPTIONS: tuple[Option, ...] = (
     *_options_run.OPTIONS,
     *_options_suites.OPTIONS,
     *_options_cluster.OPTIONS,
+    *_options_cost.OPTIONS,
 )

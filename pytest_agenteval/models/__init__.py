@@ -38,8 +38,10 @@ from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import SCHEMES as SDK_SCHEMES
 from pytest_agenteval.models._schemes import checkpoint_of, sdk_scheme
 from pytest_agenteval.models._slots import EndpointSlots, PrioritySlots
+from pytest_agenteval.models.budget import BudgetExceeded
 
 __all__ = [
+    "BudgetExceeded",
     "Completion",
     "ContextOverflowError",
     "EndpointSlots",

@@ -45,11 +45,14 @@ def parse_completions(data: Mapping[str, Any], latency: float, attempts: int) ->
     usage = data.get("usage") or {}
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
+    cached = cached_prompt_tokens(usage)
     served = {k: v for k in ("model", "system_fingerprint") if isinstance(v := data.get(k), str)}
     if len(choices) == 1:
         only = _parse_choice(choices[0], prompt, completion, latency, attempts)
-        return [dataclasses.replace(only, **served)]
+        return [dataclasses.replace(only, cached_prompt_tokens=cached, **served)]
     request = {"prompt_tokens": prompt, "completion_tokens": completion}
+    if cached:
+        request["cached_prompt_tokens"] = cached
     return [
         dataclasses.replace(
             _parse_choice(choice, prompt, _own_tokens(choice), latency, attempts if i == 0 else 0),
@@ -58,6 +61,14 @@ def parse_completions(data: Mapping[str, Any], latency: float, attempts: int) ->
         )
         for i, choice in enumerate(choices)
     ]
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
+    """The prompt tokens a reply says the provider served from its prompt cache (OpenAI:
+    `usage.prompt_tokens_details.cached_tokens`), 0 where it says nothing."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _own_tokens(choice: Any) -> int | None:

@@ -9,6 +9,8 @@ record at a time, to write the merged file. Each refusal is one line, exit statu
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import os
 import sys
@@ -23,6 +25,7 @@ from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output import ci, terminal
 from pytest_agenteval.output.compare import BaselineError, Comparison, check_baseline, compare, load_baseline
+from pytest_agenteval.output.cost import merged_cost
 from pytest_agenteval.output.gate import GateError, GateResult, evaluate_gate, parse_gate
 from pytest_agenteval.output.merge_checks import MergeError, ShardFile, check_shards
 from pytest_agenteval.output.results import ResultsFile, StoredRecords
@@ -184,6 +187,13 @@ def _finish(
     if baseline is not None:
         check_baseline(args.compare, baseline, {n: r[0].val_n for n, r in by_suite.items() if r})
     run, missing, interrupted = _run_facts(merged.shards)
+    shard_summaries = [s for shard in merged.shards for s in shard.summaries]
+    run = dataclasses.replace(
+        run,
+        cost=functools.partial(
+            merged_cost, settings=settings, shard_summaries=shard_summaries, duration_s=run.duration_s
+        ),
+    )
     summaries = [
         suite_summary(name, records, whole, missing, interrupted, settings, run)
         for name, records in sorted(by_suite.items())

@@ -22,7 +22,8 @@ from pytest_agenteval.tasks.registry import suite_by_name
 # Fields of a summary that describe how this process ran, not what the model did: a merged
 # summary has the merge's own (and `merged`, its shards' provenance), a sharded run's its
 # `shard`; every other field of a merged summary equals the unsharded run's.
-# `concurrency`: each process's --concurrency auto history (a merge keeps it in the shards' files)
+# `concurrency`, `budget`: each run's own --concurrency auto history and budget (a merge keeps
+# them in the shards' files)
 RUN_LOCAL_FIELDS = (
     "started_at",
     "finished_at",
@@ -30,6 +31,7 @@ RUN_LOCAL_FIELDS = (
     "harness",
     "workers",
     "concurrency",
+    "budget",
     "shard",
     "merged",
 )
@@ -57,6 +59,8 @@ class RunFacts:
     finished_at: str
     duration_s: float
     concurrency: Mapping[str, Any] | None = None  # --concurrency auto's history, else None
+    # the `cost` (and `budget`) fields of a suite's records (output/cost.py), else none
+    cost: Callable[[Sequence[ProblemRecord]], Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ def suite_summary(
         "missing": own_missing,
         "tokens": token_totals(records),
         "requests": request_totals(records),
+        **(run.cost(records) if run.cost is not None else {}),
         "backend": dict(sorted(run.backend.items())),
         "concurrency": dict(run.concurrency) if run.concurrency else None,
         "storage": list(run.storage),  # what went wrong on disk so far

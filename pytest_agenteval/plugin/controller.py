@@ -3,6 +3,7 @@ the results file, print the summary and let the gates decide the exit status."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import defaultdict
@@ -15,9 +16,11 @@ import pytest
 from pytest_agenteval.api.records import RECORD_KEY, ProblemRecord, problem_from_dict, without_texts
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, describe_model
+from pytest_agenteval.models._prices import billed_name
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
 from pytest_agenteval.output.concurrency import concurrency_lines, concurrency_summary
+from pytest_agenteval.output.cost import cost_summary, device_count, price_record
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path, package_versions
 from pytest_agenteval.output.summary import (
@@ -67,6 +70,7 @@ class ResultsCollector:
         self.write_failed = False  # the results file is not where it was asked for
         self.cache_notes: list[str] = []  # storage problems of every process's cache
         self.suite_error: str | None = None  # a suite module the controller could not import
+        self.budget: Any = None  # the run's models.budget.BudgetLedger, set by plugin/cost.py
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -98,6 +102,7 @@ class ResultsCollector:
                     # waits on the server: not at start-up, where the import thread holds
                     # the GIL on the way to the first request (45 ms with -n 0).
                     threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
+                price_record(value, self.settings, self.choice)  # each generation's cost_usd
                 self.records[report.nodeid] = pack_record(without_texts(value))
                 self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
                 if value.get("error"):
@@ -245,6 +250,14 @@ class ResultsCollector:
             finished_at=iso_time(finished),
             duration_s=round(finished - self.started, 3),
             concurrency=concurrency_summary(self.concurrency, self.started),  # output/concurrency.py
+            cost=functools.partial(
+                cost_summary,
+                settings=self.settings,
+                billed_as=billed_name(self.choice),
+                devices=device_count(self.settings, self.choice),
+                duration_s=finished - self.started,
+                ledger=self.budget,
+            ),
         )
         state = self.config.stash.get(SHARD, None)
         shard = None

@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import checks, hosts, progress, shards
+from pytest_agenteval.plugin import checks, cost, hosts, progress, shards
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -85,6 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     settings = options.build_settings(config)
     checks.validate_settings(settings)
+    cost.check_settings(settings)  # --prices, --max-cost, --max-total-tokens, --estimate-sample
     if _is_worker(config):  # paths as the controller resolved them (remote workers)
         settings = hosts.on_worker(settings, config.workerinput)  # type: ignore[attr-defined]
     gates = checks.check_gates(settings)
@@ -146,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_dir,
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
+    cost.install(config, settings, choice, config.stash[RUNTIME], evaluating)  # budget ledger, --estimate
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
     if _is_worker(config):
         from pytest_agenteval.plugin.stealing import install_worker_guard

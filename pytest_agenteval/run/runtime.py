@@ -65,6 +65,7 @@ class Runtime:
         self._shared: dict[tuple[str, str, int], list[Any]] = {}  # group -> [task, readers left]
         self.progress = Counters()  # for the live progress line
         self.finalizers: list[Any] = []  # async closers of what suites started here (judges)
+        self.budget: Any = None  # models.budget.RunBudget: --max-cost, --max-total-tokens (plugin/cost.py)
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -78,6 +79,11 @@ class Runtime:
         if self._sampler is None:
             home = self.cache_dir / "sdk-home" if self.cache_dir is not None else None
             sampler = make_sampler(self.choice, self.settings, self.concurrency, home)
+            # the budget under the cache: a cache hit never reaches it and is never charged
+            if self.budget is not None and not isinstance(sampler, ReplaySource):
+                from pytest_agenteval.models._prices import billed_name
+
+                sampler = self.budget.wrap(sampler, billed_name(self.choice))
             if self.cache_dir is not None and not isinstance(sampler, ReplaySource):
                 from pytest_agenteval.models.cache import CachingSampler, GenerationCache
 

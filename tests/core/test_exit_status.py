@@ -190,6 +190,18 @@ ROWS = {
     "usage-error": Row(
         "usage (a bad option or gate)", (4, 4, 4), (4, 4, 4), args=("--agenteval-progress=sometimes",)
     ),
+    # every request refused before it is sent (its worst case is over the budget): errors, not unsolved
+    "budget-stopped": Row(
+        "the budget stopped items (--max-cost, --max-total-tokens)",
+        (1, 1, 1),
+        (1, 1, 1),
+        ("none", "holds"),
+        args=("--max-total-tokens=1",),
+    ),
+    # a sample of the selection run and projected: no verdict, whatever the answers and gates
+    "estimate": Row(
+        "--estimate (a sample run, the rest projected)", (0, 0, 0), (0, 0, 0), ALL, args=("--estimate",)
+    ),
     "no-tests": Row(
         "nothing ran (-k selects none)", (5, 1, 1), (5, 1, 1), ("none", "holds"), args=("-k", "none")
     ),

@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_agenteval.api import progress
 from pytest_agenteval.models import (
+    BudgetExceeded,
     EndpointSlots,
     FatalRequestError,
     OpenAISampler,
@@ -160,6 +161,8 @@ class JudgeClient:
             probe = mode != "prompt"
             try:
                 completion = await self.sampler(mode, kind, probe).complete(messages, params)
+            except BudgetExceeded:
+                raise  # not sent: says nothing about the mode
             except SamplerError as exc:  # FatalRequestError included
                 status = refusal_of(exc) if probe else None
                 if status is not None:
@@ -181,6 +184,7 @@ class JudgeClient:
         showing the parse error) or error (transport). Never imputed."""
         result: dict[str, Any] = {
             "judge": self.spec.name,
+            **({"model": self.spec.model} if self.spec.model else {}),  # priced by it (docs/cost.md)
             "kind": kind,
             "asks": 0,
             "attempts": 0,
@@ -198,8 +202,10 @@ class JudgeClient:
         for ask in range(reasks + 1):
             try:
                 mode, completion = await self._negotiated(kind, conversation, params)
-            except FatalRequestError:
-                raise  # refused (401/404, or 400 in prompt mode): going on cannot help
+            except (FatalRequestError, BudgetExceeded):
+                # refused (401/404, or 400 in prompt mode): going on cannot help; or not sent
+                # for the budget: the item is an error, its verdicts requested again on a rerun
+                raise
             except SamplerError as exc:
                 result.update(status="error", error=f"judge call failed: {exc}")
                 break
@@ -271,18 +277,21 @@ class _JudgeSampler(OpenAISampler):
 
 
 def openai_judge(
-    spec: JudgeSpec, settings: Any, concurrency: int, cache: Any, run_sampler: Any = None
+    spec: JudgeSpec, settings: Any, concurrency: int, cache: Any, run_sampler: Any = None, budget: Any = None
 ) -> JudgeClient:
     """A judge on an OpenAI-compatible endpoint: one sampler per (mode, kind), each the
     plugin's OpenAISampler (retries, slots) behind the generation cache. `run_sampler`:
     the run's own sampler when the judge is the run's own endpoint, whose slots it shares
     (`--concurrency` per endpoint over both) and whose weights' identity and
-    `--model-revision` go into its cache key (step-200 is not judged by step-100's cache)."""
+    `--model-revision` go into its cache key (step-200 is not judged by step-100's cache).
+    `budget` (models.budget.RunBudget): the run's, which the judge's requests count in too."""
     from pytest_agenteval.models import OpenAISampler
     from pytest_agenteval.models.cache import CachingSampler
 
     assert spec.endpoints
-    own = getattr(run_sampler, "inner", run_sampler)
+    own = run_sampler
+    while hasattr(own, "inner"):  # under the cache (and the budget): the sampler itself
+        own = own.inner
     if isinstance(own, OpenAISampler):
         slots, fingerprint = own.shared_slots(), own.identity.fingerprint
         revision = settings.model_revision or ""
@@ -306,6 +315,8 @@ def openai_judge(
             slots=slots,
             fingerprint=fingerprint,
         )
+        if budget is not None:  # under the cache, as the run's own sampler
+            sampler = budget.wrap(sampler, spec.model or "default")
         return sampler if cache is None else CachingSampler(sampler, cache, revision)
 
     return JudgeClient(spec, make, None, owns=True)

@@ -133,10 +133,16 @@ class Datagen(Suite):
             clients = []
             for spec in specs:
                 if spec.endpoints:
-                    clients.append(openai_judge(spec, ctx.settings, runtime.concurrency, cache))
+                    clients.append(
+                        openai_judge(spec, ctx.settings, runtime.concurrency, cache, budget=runtime.budget)
+                    )
                 elif runtime.choice.kind == "openai":  # the run's own endpoint: negotiate too
                     own = JudgeSpec(runtime.choice.label, runtime.choice.endpoints, runtime.choice.model_name)
-                    clients.append(openai_judge(own, ctx.settings, runtime.concurrency, cache, ctx.sampler))
+                    clients.append(
+                        openai_judge(
+                            own, ctx.settings, runtime.concurrency, cache, ctx.sampler, runtime.budget
+                        )
+                    )
                 else:
                     grammar = runtime.choice.kind in ("embedded", "gguf")  # llama.cpp compiles the schema
                     clients.append(local_judge(JudgeSpec(runtime.choice.label), ctx.sampler, grammar))

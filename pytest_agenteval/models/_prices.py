@@ -1,0 +1,166 @@
+"""Model prices (USD per 1M tokens) and what a request's tokens cost at them.
+
+The package ships a few defaults (`prices.toml`, each with its source and the date it was
+read); `--prices FILE`, of the same shape, overrides or adds models:
+
+    [models."gpt-4o-mini"]
+    input = 0.15           # USD per 1M prompt tokens
+    cached_input = 0.075   # USD per 1M prompt tokens the provider served from its prompt cache
+    output = 0.6           # USD per 1M completion tokens
+    source = "https://openai.com/api/pricing"
+    date = "2026-12-02"
+
+A model is priced by the name the run uses (`--model-name`, a judge's `--judge-model`),
+else by the `model` the reply named."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomli, which pytest itself requires there
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PER_TOKENS = 1_000_000
+KNOWN_KEYS = ("input", "output", "cached_input", "source", "date")
+USD_DIGITS = 9  # nano-dollars: sums of many small costs stay exact enough to read
+
+
+class PriceError(ValueError):
+    """A prices file that cannot be used: one line naming the file, the model and the fix."""
+
+
+@dataclass(frozen=True)
+class Price:
+    model: str
+    input: float  # USD per 1M prompt tokens
+    output: float  # USD per 1M completion tokens
+    cached_input: float | None = None  # USD per 1M cached prompt tokens; None: billed as input
+    source: str = ""
+    date: str = ""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
+        """USD of one request's (or generation's) tokens. Cached prompt tokens are part of
+        the prompt tokens (as OpenAI reports `prompt_tokens_details.cached_tokens`): they
+        are billed at `cached_input` instead of `input` where the model has that price."""
+        cached = min(max(cached_prompt_tokens, 0), prompt_tokens) if self.cached_input is not None else 0
+        usd = (
+            (prompt_tokens - cached) * self.input
+            + cached * (self.cached_input or 0.0)
+            + completion_tokens * self.output
+        ) / PER_TOKENS
+        return round(usd, USD_DIGITS)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "input": self.input,
+            "cached_input": self.cached_input,
+            "output": self.output,
+            "source": self.source,
+            "date": self.date,
+        }
+
+
+def parse_prices(text: str, origin: str) -> dict[str, Price]:
+    """The `[models."NAME"]` tables of a prices TOML; `origin` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PriceError(f"{origin}: not valid TOML ({exc}); see docs/cost.md for the format") from None
+    models = data.get("models")
+    if not isinstance(models, Mapping) or not models:
+        raise PriceError(
+            f'{origin}: no [models."NAME"] tables; write e.g. [models."gpt-4o-mini"] with input = 0.15 '
+            "and output = 0.6 (USD per 1M tokens)"
+        )
+    defaults = {k: data[k] for k in ("source", "date") if isinstance(data.get(k), str)}
+    return {str(name): _price(str(name), entry, defaults, origin) for name, entry in models.items()}
+
+
+def _price(name: str, entry: Any, defaults: Mapping[str, str], origin: str) -> Price:
+    where = f'{origin}: [models."{name}"]'
+    if not isinstance(entry, Mapping):
+        raise PriceError(f"{where} must be a table with input and output (USD per 1M tokens)")
+    unknown = sorted(set(entry) - set(KNOWN_KEYS))
+    if unknown:
+        raise PriceError(f"{where}: unknown key {unknown[0]!r}; the keys are {', '.join(KNOWN_KEYS)}")
+    for key in ("input", "output"):
+        if key not in entry:
+            raise PriceError(f"{where} has no {key} price; add {key} = USD per 1M tokens")
+    numbers = {}
+    for key in ("input", "output", "cached_input"):
+        if key not in entry:
+            continue
+        value = entry[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise PriceError(f"{where}: {key} must be a number >= 0 (USD per 1M tokens), got {value!r}")
+        numbers[key] = float(value)
+    for key in ("source", "date"):
+        if key in entry and not isinstance(entry[key], str):
+            raise PriceError(f"{where}: {key} must be a string, got {entry[key]!r}")
+    return Price(
+        model=name,
+        input=numbers["input"],
+        output=numbers["output"],
+        cached_input=numbers.get("cached_input"),
+        source=str(entry.get("source", defaults.get("source", ""))),
+        date=str(entry.get("date", defaults.get("date", ""))),
+    )
+
+
+def default_prices() -> dict[str, Price]:
+    """The prices the package ships (models/prices.toml)."""
+    text = resources.files("pytest_agenteval.models").joinpath("prices.toml").read_text(encoding="utf-8")
+    return parse_prices(text, "the default prices (pytest_agenteval/models/prices.toml)")
+
+
+@functools.cache
+def load_prices(path: str | None) -> dict[str, Price]:
+    """The defaults with `--prices FILE` over them (read once per process). Raises
+    PriceError with one line."""
+    prices = default_prices()
+    if path:
+        file = Path(path).expanduser()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise PriceError(
+                f"--prices {path}: no such file; give a TOML file of prices (docs/cost.md)"
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PriceError(f"--prices {path}: cannot be read ({exc}); give a readable TOML file") from None
+        prices.update(parse_prices(text, f"--prices {path}"))
+    return prices
+
+
+def price_for(prices: Mapping[str, Price], *names: str | None) -> Price | None:
+    """The price of the first of `names` (the run's name, then the reply's) that has one."""
+    for name in names:
+        if name and name in prices:
+            return prices[name]
+    return None
+
+
+def billed_name(choice: Any) -> str | None:
+    """The name a run's model is billed by: an endpoint's `--model-name` or an SDK's base
+    model; None for the models the run itself runs (embedded, GGUF, transformers, a
+    launched server), whose cost is device time, not dollars."""
+    from pytest_agenteval.models._schemes import SCHEMES
+
+    if choice.kind == "openai" and choice.served is None:
+        return str(choice.model_name or "default")
+    if choice.kind in SCHEMES:
+        return str(choice.model_name)
+    return None

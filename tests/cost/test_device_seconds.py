@@ -1,0 +1,28 @@
+"""A model the run runs itself costs device time, not dollars: the embedded model's
+generations record `device_seconds` (their latency x 1 device), the summary the run's wall
+time x 1, and --max-cost asks no price for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import read_results
+
+
+def test_the_embedded_model_records_device_seconds(run_suite) -> None:
+    result, out = run_suite("--limit=2", "--val-n=1", "--max-tokens=8", "--max-cost=0.01")
+    problems, (summary,) = read_results(out)
+    for problem in problems:
+        (generation,) = problem["generations"]
+        assert generation["device_seconds"] == round(generation["latency_s"], 3) > 0
+        assert "cost_usd" not in generation
+    cost = summary["cost"]
+    assert (cost["devices"], cost["usd"], cost["by_model"]) == (1, None, {})
+    assert cost["device_seconds"] == pytest.approx(summary["duration_s"], abs=0.01)
+    assert cost["generation_device_seconds"] == round(
+        sum(p["generations"][0]["device_seconds"] for p in problems), 3
+    )
+    assert f"cost aime25: {cost['device_seconds']:.1f} device-seconds on 1 device(s)" in result.stdout.str()
+    assert (
+        summary["budget"]["spent_usd"] == 0.0 and summary["budget"]["requests"] == 2
+    )  # tokens counted, no dollars

@@ -1,0 +1,114 @@
+"""The budget ledger the run's processes share: a request is refused when the spending
+and its own worst case pass the budget, waits while only other requests' reservations do,
+and real processes racing for the last of a budget never overspend it."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.models.budget import BudgetExceeded, BudgetLedger, Limits, prompt_estimate
+
+
+def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_cost_usd=0.01), tmp_path)
+    key = ledger.try_reserve(100, 0.006)
+    ledger.settle(key, 90, 0.005)
+    with pytest.raises(BudgetExceeded) as caught:
+        ledger.try_reserve(100, 0.006)
+    assert str(caught.value) == (
+        "budget: not sent: this request could cost up to $0.006000, and $0.005000 of --max-cost $0.01 "
+        "is spent; raise --max-cost to go on"
+    )
+    state = ledger.state()
+    assert (state.spent_usd, state.spent_tokens, state.requests, state.refused) == (0.005, 90, 1, 1)
+    assert ledger.try_reserve(100, 0.005) is not None  # exactly the rest still fits
+
+
+def test_the_token_budget_needs_no_price(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_total_tokens=1000), tmp_path)
+    ledger.settle(ledger.try_reserve(600, 0.0), 600, 0.0)
+    with pytest.raises(
+        BudgetExceeded, match=r"up to 401 tokens, and 600 of --max-total-tokens 1000 are spent"
+    ):
+        ledger.try_reserve(401, 0.0)
+    assert ledger.try_reserve(400, 0.0) is not None
+
+
+def test_a_request_waits_while_only_others_reservations_stand_in_the_way(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_total_tokens=1000), tmp_path)
+    first = ledger.try_reserve(800, 0.0)  # in flight, its worst case
+    assert ledger.try_reserve(800, 0.0) is None  # would fit alone: wait, not refused
+
+    async def second_after_settle() -> str:
+        waiting = asyncio.ensure_future(ledger.reserve(800, 0.0))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        ledger.settle(first, 150, 0.0)  # the reply used far less than its worst case
+        return await asyncio.wait_for(waiting, 5)
+
+    assert asyncio.run(second_after_settle())
+    assert ledger.state().refused == 0
+
+
+def test_a_released_reservation_costs_nothing(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_total_tokens=100), tmp_path)
+    ledger.release(ledger.try_reserve(100, 0.0))  # the request failed: nothing billed
+    assert ledger.try_reserve(100, 0.0) is not None
+    assert ledger.state().spent_tokens == 0
+
+
+def test_a_dead_processs_reservations_are_dropped(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_total_tokens=100), tmp_path)
+    code = (
+        "import sys; from pathlib import Path;"
+        "from pytest_agenteval.models.budget import BudgetLedger, Limits;"
+        "BudgetLedger(Path(sys.argv[1]), Limits(max_total_tokens=100)).try_reserve(100, 0.0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(ledger.path)], check=True)  # reserves, then exits
+    assert ledger.try_reserve(100, 0.0) is not None  # not left waiting for it forever
+
+
+def _spend(path: str, attempts: int, queue: multiprocessing.Queue) -> None:
+    ledger = BudgetLedger(Path(path), Limits(max_total_tokens=1000))
+    settled = 0
+    for _ in range(attempts):
+        try:
+            key = asyncio.run(ledger.reserve(10, 0.0))
+        except BudgetExceeded:
+            continue
+        ledger.settle(key, 10, 0.0)
+        settled += 1
+    queue.put(settled)
+
+
+def test_processes_racing_for_the_last_of_a_budget_never_overspend_it(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(Limits(max_total_tokens=1000), tmp_path)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    workers = [context.Process(target=_spend, args=(str(ledger.path), 60, queue)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    settled = [queue.get(timeout=60) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=10)
+    state = ledger.state()
+    assert sum(settled) == 100 and state.spent_tokens == 1000  # 240 tried, exactly 100 fit
+    assert (state.requests, state.refused) == (100, 140)
+
+
+@pytest.mark.parametrize(
+    ("messages", "tools", "tokens"),
+    [
+        ([{"role": "user", "content": "x" * 40}], None, 14),  # 10 + 4 for the message's framing
+        ([{"role": "system", "content": ""}, {"role": "user", "content": "abcde"}], None, 10),
+        ([{"role": "user", "content": "abcd"}], [{"type": "function"}], 11),  # + the tools' JSON
+    ],
+)
+def test_the_prompt_estimate_before_sending(messages: list, tools: list | None, tokens: int) -> None:
+    assert prompt_estimate(messages, tools) == tokens
