@@ -173,7 +173,7 @@ def test_the_results_summary_is_json_with_the_cost_block(run_suite, priced: tupl
             f"--endpoint={server.url}", "--model-name=mock-model", f"--prices={prices}", data=data
         )
     summary = json.loads(out.read_text().splitlines()[-1])
-    assert set(summary["cost"]) == {"usd", "usd_from_cache", "by_model", "by_judge", "prices"}
+    assert set(summary["cost"]) == {"billed_as", "usd", "usd_from_cache", "by_model", "by_judge", "prices"}
     assert "budget" not in summary  # no budget given
 
 
