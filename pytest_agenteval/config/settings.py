@@ -133,6 +133,9 @@ if TYPE_CHECKING:
         datagen_reasks: int
         datagen_solve: int
         datagen_verifications: str | None
+        # Batch API
+        batch: bool
+        batch_poll_interval: float
 
         explicit: frozenset[str] = frozenset()
 

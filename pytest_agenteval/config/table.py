@@ -5,11 +5,12 @@ are derived from it (see `option`, `options`, `settings`, `reference`). The topi
 
 from __future__ import annotations
 
-from pytest_agenteval.config import _options_model, _options_run, _options_suites
+from pytest_agenteval.config import _options_batch, _options_model, _options_run, _options_suites
 from pytest_agenteval.config.option import Option
 
 OPTIONS: tuple[Option, ...] = (
     *_options_model.OPTIONS,
     *_options_run.OPTIONS,
     *_options_suites.OPTIONS,
+    *_options_batch.OPTIONS,
 )

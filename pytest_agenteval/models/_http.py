@@ -27,7 +27,7 @@ import asyncio
 import json
 import ssl
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -273,11 +273,25 @@ class HttpClient:
         read from the Response within the same `timeout` (seconds from now), and with
         `idle` set, silence of that many seconds anywhere (the connect and TLS handshake
         included) is IdleTimeout."""
+        body = json.dumps(payload).encode()
+        return await self.send("POST", url, headers, body=body, timeout=timeout, idle=idle)
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        idle: float | None = None,
+        body: bytes | Callable[[], Any] | None = None,
+    ) -> Response:
+        """`post`'s request with any method and body: bytes, or a function making a fresh
+        aiohttp payload for each attempt (a multipart form is read once)."""
         session = self._session_here()
         aiohttp = _aiohttp()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        body = json.dumps(payload).encode()
         proxy, credentials = self._proxy_for(url)
         tunnel = url[:6].lower() == "https:"  # credentials go with the CONNECT, else with the request
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
@@ -290,9 +304,10 @@ class HttpClient:
                 raise asyncio.TimeoutError
             trace = SimpleNamespace(reused=False)
             try:
-                raw = await session.post(
+                raw = await session.request(
+                    method,
                     url,
-                    data=body,
+                    data=body() if callable(body) else body,
                     headers=sent,
                     timeout=aiohttp.ClientTimeout(total=left, sock_connect=idle, sock_read=idle),
                     allow_redirects=False,

@@ -92,6 +92,11 @@ class GenerationCache:
     def __len__(self) -> int:
         return len(self._index)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether `key` has an entry (not a hit: nothing is read)."""
+        with self._lock:
+            return key in self._index
+
     def get(self, key: str) -> Any:
         with self._lock:
             where = self._index.get(key)
@@ -273,6 +278,29 @@ class CachingSampler:
         self.cache.put(key, _completion_to_dict(completion))
         return completion
 
+    def chat_key(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> str:
+        """The cache key of `complete(messages, params, tools, tool_choice)`."""
+        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
+        return self.cache.completion_key(model, messages, params, tools)
+
+    def n_key(self, messages: Sequence[Message], params: SamplingParams, n: int) -> str:
+        """The cache key of `complete_n(messages, params, n)`."""
+        return self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+
+    def store(self, key: str, completions: Sequence[Completion], n: int | None) -> None:
+        """Cache what a request answered elsewhere (a batch): one completion under a
+        `chat_key`, or the `n` of an `n_key`."""
+        if n is None:
+            self.cache.put(key, _completion_to_dict(completions[0]))
+        else:
+            self.cache.put(key, [_completion_to_dict(c) for c in completions[:n]])
+
     async def complete(
         self,
         messages: Sequence[Message],
@@ -280,8 +308,7 @@ class CachingSampler:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> Completion:
-        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
-        key = self.cache.completion_key(model, messages, params, tools)
+        key = self.chat_key(messages, params, tools, tool_choice)
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
@@ -293,7 +320,7 @@ class CachingSampler:
     async def complete_n(
         self, messages: Sequence[Message], params: SamplingParams, n: int
     ) -> list[Completion]:
-        key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+        key = self.n_key(messages, params, n)
         hit = self.cache.get(key)
         if hit is not None:
             return [self._hit(item) for item in hit]

@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import checks, hosts, progress
+from pytest_agenteval.plugin import batching, checks, hosts, progress
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -145,6 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
     )
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
+    batching.install(config, config.stash[RUNTIME], evaluating)  # --batch
     if _is_worker(config):
         from pytest_agenteval.plugin.stealing import install_worker_guard
 
