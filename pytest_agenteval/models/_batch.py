@@ -296,7 +296,7 @@ class BatchFill:
             self.say(f"collecting {len(earlier)} batch(es) an earlier run sent: {ids}")
             self.report.collected += len(earlier)
             await self._finish({b["id"]: b.get("suite", "?") for b in earlier})
-        for round_ in range(self.rounds + 1):
+        for round_ in range(self.rounds + 2):  # the first batch, then `rounds` resubmissions
             missing = {
                 suite: [r for r in wanted if not self.known(r.custom_id) and r.custom_id not in self._refused]
                 for suite, wanted in requests.items()
@@ -304,7 +304,7 @@ class BatchFill:
             missing = {suite: wanted for suite, wanted in missing.items() if wanted}
             if not missing:
                 break
-            if round_ == self.rounds:
+            if round_ > self.rounds:
                 self.report.left = sum(len(w) for w in missing.values())
                 self.say(
                     f"{self.report.left} request(s) still unanswered after {self.rounds} "
