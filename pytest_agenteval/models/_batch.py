@@ -159,6 +159,9 @@ class BatchClient:
     async def retrieve(self, batch_id: str) -> BatchState:
         return BatchState.from_reply(json.loads(await self._call("GET", f"/batches/{batch_id}")))
 
+    async def cancel(self, batch_id: str) -> BatchState:
+        return BatchState.from_reply(json.loads(await self._call("POST", f"/batches/{batch_id}/cancel")))
+
     async def content(self, file_id: str) -> bytes:
         return await self._call("GET", f"/files/{file_id}/content")
 
