@@ -186,10 +186,14 @@ class BatchPlugin:
         self.report = BatchReport()
         self._checked = False
 
-    def _refuse(self, selected: Iterable[tuple[Suite, Problem]]) -> None:
+    def _refuse(self, config: pytest.Config, selected: Iterable[tuple[Suite, Problem]]) -> None:
+        """Stop on a multi-turn item; say which selected suites' calls stay live."""
+        selected = list(selected)
         line = refusal(selected, self.runtime.settings.mode)
         if line is not None:
             raise pytest.UsageError(line)
+        for name in sorted({s.name for s, _ in selected if builtin_kind(s) == "datagen"}):
+            _sayer(config)(f"WARNING: --batch does not batch {name}'s judge calls yet: they are sent live")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(
@@ -197,7 +201,7 @@ class BatchPlugin:
     ) -> Iterator[None]:
         yield  # after --limit and the other selections
         if self.evaluating:
-            self._refuse(_selected(items))
+            self._refuse(config, _selected(items))
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -216,7 +220,7 @@ class BatchPlugin:
                 problem = self._problems(suite).get(test.split("[", 1)[1][:-1])
                 if problem is not None:
                     selected.append((suite, problem))
-        self._refuse(selected)
+        self._refuse(node.config, selected)
 
     def _problems(self, suite: Suite) -> dict[str, Problem]:
         return {p.node_id: p for p in self.runtime.problems(suite)}
