@@ -97,6 +97,15 @@ class BatchReport:
     left: int = 0  # not answered after every round: sent live when their items run
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def total(cls, reports: Sequence[BatchReport]) -> BatchReport:
+        total = cls()
+        for report in reports:
+            for name in ("batches", "collected", "requests", "answered", "resubmitted", "left"):
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            total.notes.extend(report.notes)
+        return total
+
     def counts(self) -> dict[str, int]:
         return {
             f"batch_{name}": getattr(self, name)

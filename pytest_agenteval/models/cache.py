@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import note_served
+from pytest_agenteval.api.sampler import RequestCollected, collecting_requests, note_served
 from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
 
 KEY_LENGTH = 64  # hex sha256
@@ -274,6 +274,8 @@ class CachingSampler:
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
+        if collecting_requests.get() is not None:
+            raise RequestCollected  # token ids go to /v1/completions, which a chat batch cannot carry
         completion = await self.inner.complete_tokens(prompt, params)
         self.cache.put(key, _completion_to_dict(completion))
         return completion
@@ -301,6 +303,16 @@ class CachingSampler:
         else:
             self.cache.put(key, [_completion_to_dict(c) for c in completions[:n]])
 
+    def _collect(self, key: str, body: Any) -> None:
+        """While --batch gathers requests (`collecting_requests`), a miss is recorded and
+        raises RequestCollected instead of being sent."""
+        found = collecting_requests.get()
+        if found is None:
+            return
+        if hasattr(self.inner, "body"):  # an OpenAI-protocol sampler: its body goes in a batch
+            found.append((self, key, body()))
+        raise RequestCollected
+
     async def complete(
         self,
         messages: Sequence[Message],
@@ -312,6 +324,7 @@ class CachingSampler:
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
+        self._collect(key, lambda: self.inner.body(messages, params, tools, tool_choice))
         extra = {"tool_choice": tool_choice} if tool_choice else {}
         completion = await self.inner.complete(messages, params, tools, **extra)
         self.cache.put(key, _completion_to_dict(completion))
@@ -324,6 +337,7 @@ class CachingSampler:
         hit = self.cache.get(key)
         if hit is not None:
             return [self._hit(item) for item in hit]
+        self._collect(key, lambda: {**self.inner.body(messages, params), "n": n})
         completions = await self.inner.complete_n(messages, params, n)
         self.cache.put(key, [_completion_to_dict(c) for c in completions])
         return completions

@@ -3,23 +3,26 @@ OpenAI Batch API batches and their replies fill the generation cache (models/_ba
 the items then run as usual and read everything from the cache. Checked at start-up:
 an --endpoint model, the cache on, and no multi-turn suite selected (one line each).
 
-The requests are the ones the items would send: each suite's own `rollout` runs against a
-stand-in sampler that records its first request (body and cache key) and stops there, so
-a batch holds exactly the bodies and keys of a live run. Under xdist every worker collects
-every item; the first to take the cache folder's lock sends and collects the batches, the
-others then find the replies in the cache."""
+The requests are the ones the items would send: each item's rollout runs while
+`collecting_requests` is set, so every caching sampler that misses (the run's model's,
+a judge's) records its request's body and cache key and stops there; a batch then holds
+exactly the bodies and keys of a live run, one batch per suite on each endpoint. Under
+xdist every worker collects every item; the first to take the cache folder's lock sends
+and collects the batches, the others then find the replies in the cache."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_agenteval.api.records import Problem, sample_seed
+from pytest_agenteval.api.sampler import collecting_requests, served_by
 from pytest_agenteval.api.suite import RolloutContext, Suite
 from pytest_agenteval.models._batch import (
     BatchClient,
@@ -93,81 +96,68 @@ def refusal(selected: Iterable[tuple[Suite, Problem]], mode: str) -> str | None:
     )
 
 
-class _Collected(Exception):
-    def __init__(self, request: BatchRequest | None) -> None:
-        super().__init__("collected")
-        self.request = request
+@dataclass
+class Gathered:
+    """The requests the selected items will send, and for each (by its cache key) the
+    caching sampler that will look for its reply (the run's model's, or a judge's)."""
+
+    requests: dict[str, dict[str, dict[str, BatchRequest]]] = field(default_factory=dict)  # endpoint, suite
+    owners: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, suite: str, sampler: Any, key: str, body: dict[str, Any]) -> None:
+        endpoint = sampler.inner.endpoints[0]  # where its batch goes
+        self.requests.setdefault(endpoint, {}).setdefault(suite, {})[key] = BatchRequest(key, body)
+        self.owners[key] = sampler
 
 
-class RequestCollector:
-    """A sampler that records the request a rollout makes first and stops it there: the body
-    the run's sampler would send and the cache key its reply would be kept under."""
-
-    def __init__(self, caching: Any) -> None:
-        self._caching = caching
-        self._body = caching.inner.body  # OpenAISampler.body: what goes on the wire
-        self.identity = caching.identity
-        self.native_tools = caching.native_tools
-        self.supports_n = caching.supports_n
-        self.token_io = caching.token_io
-        self.counter = None
-
-    async def complete(
-        self,
-        messages: Sequence[Any],
-        params: Any,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        tool_choice: str | None = None,
-    ) -> Any:
-        key = self._caching.chat_key(messages, params, tools, tool_choice)
-        raise _Collected(BatchRequest(key, self._body(messages, params, tools, tool_choice)))
-
-    async def complete_n(self, messages: Sequence[Any], params: Any, n: int) -> Any:
-        raise _Collected(
-            BatchRequest(self._caching.n_key(messages, params, n), {**self._body(messages, params), "n": n})
-        )
-
-    async def complete_tokens(self, prompt: Sequence[int], params: Any) -> Any:
-        raise _Collected(None)  # token-in/token-out: /v1/completions, which a chat batch cannot carry
-
-    def count_tokens(self, text: str) -> int:
-        return int(self._caching.count_tokens(text))
-
-
-class _Resources:
-    """What a single-turn rollout may ask of the runtime while its request is collected."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.cache_dir = runtime.cache_dir
-
-    async def shared_request(self, key: Any, readers: int, request: Any) -> Any:
-        return await request()
-
-
-async def gather_requests(
-    runtime: Runtime, selected: Iterable[tuple[Suite, Problem]]
-) -> dict[str, list[BatchRequest]]:
-    """Each selected item's requests by suite, as the run would send them, without duplicates."""
-    collector, resources = RequestCollector(runtime.sampler), _Resources(runtime)
-    settings = runtime.settings
-    found: dict[str, dict[str, BatchRequest]] = {}
+async def gather_requests(runtime: Runtime, selected: Iterable[tuple[Suite, Problem]]) -> Gathered:
+    """Each rollout runs as its item would run it, while `collecting_requests` is set: a
+    cache miss records its request (body and key) and stops there. On the engine's loop,
+    where the run will use what this starts (a judge's clients, their negotiated modes)."""
+    settings, gathered = runtime.settings, Gathered()
     for suite, problem in selected:
         if runtime.admission(suite, problem) != "run":
             continue
         samples = runtime.sample_count(suite, problem)
         for index in range(samples):
             seed = sample_seed(settings.seed, problem.id, index)
-            ctx = RolloutContext(
-                settings, collector, problem, index, seed, resources, suite.sampling(settings), samples
-            )
+            sampling = suite.sampling(settings)
+            ctx = RolloutContext(settings, runtime.sampler, problem, index, seed, runtime, sampling, samples)
+            recorded: list[tuple[Any, str, dict[str, Any]]] = []
+            before = asyncio.all_tasks()
+            token, _ = collecting_requests.set(recorded), served_by.set({})
             try:
                 await suite.rollout(ctx)
-            except _Collected as collected:
-                if collected.request is not None:
-                    found.setdefault(suite.name, {})[collected.request.custom_id] = collected.request
-            except Exception:  # noqa: BLE001 - the item meets it again when it runs, and says so
-                continue
-    return {suite: list(requests.values()) for suite, requests in found.items()}
+            except Exception:  # noqa: BLE001 - RequestCollected; anything else the item meets again
+                pass
+            finally:
+                collecting_requests.reset(token)
+            # calls the rollout made side by side (a judge's) record theirs too: wait for them
+            others = asyncio.all_tasks() - before - {asyncio.current_task()}
+            await asyncio.gather(*others, return_exceptions=True)
+            for sampler, key, body in recorded:
+                gathered.add(suite.name, sampler, key, body)
+    return gathered
+
+
+def fills(gathered: Gathered, runtime: Runtime, ledger: BatchLedger, say: Any) -> list[tuple[BatchFill, Any]]:
+    """One BatchFill per endpoint (the run's model's, each judge's) and its requests by suite."""
+    home = runtime.sampler  # where a reply no request of this run names goes (an earlier run's)
+
+    def store(custom_id: str, completions: list[Any], n: int | None) -> None:
+        gathered.owners.get(custom_id, home).store(custom_id, completions, n)
+
+    def known(custom_id: str) -> bool:
+        return custom_id in gathered.owners.get(custom_id, home).cache
+
+    key, poll_s = api_key_from_env(runtime.settings.api_key_env), runtime.settings.batch_poll_interval
+    return [
+        (
+            BatchFill(BatchClient(endpoint, key), ledger, store, known, say, poll_s),
+            {suite: list(requests.values()) for suite, requests in by_suite.items()},
+        )
+        for endpoint, by_suite in gathered.requests.items()
+    ]
 
 
 def _selected(items: Iterable[pytest.Item]) -> Iterator[tuple[Suite, Problem]]:
@@ -186,14 +176,10 @@ class BatchPlugin:
         self.report = BatchReport()
         self._checked = False
 
-    def _refuse(self, config: pytest.Config, selected: Iterable[tuple[Suite, Problem]]) -> None:
-        """Stop on a multi-turn item; say which selected suites' calls stay live."""
-        selected = list(selected)
+    def _refuse(self, selected: Iterable[tuple[Suite, Problem]]) -> None:
         line = refusal(selected, self.runtime.settings.mode)
         if line is not None:
             raise pytest.UsageError(line)
-        for name in sorted({s.name for s, _ in selected if builtin_kind(s) == "datagen"}):
-            _sayer(config)(f"WARNING: --batch does not batch {name}'s judge calls yet: they are sent live")
 
     @pytest.hookimpl(wrapper=True)
     def pytest_collection_modifyitems(
@@ -201,7 +187,7 @@ class BatchPlugin:
     ) -> Iterator[None]:
         yield  # after --limit and the other selections
         if self.evaluating:
-            self._refuse(config, _selected(items))
+            self._refuse(_selected(items))
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -220,7 +206,7 @@ class BatchPlugin:
                 problem = self._problems(suite).get(test.split("[", 1)[1][:-1])
                 if problem is not None:
                     selected.append((suite, problem))
-        self._refuse(node.config, selected)
+        self._refuse(selected)
 
     def _problems(self, suite: Suite) -> dict[str, Problem]:
         return {p.node_id: p for p in self.runtime.problems(suite)}
@@ -234,24 +220,13 @@ class BatchPlugin:
         selected = list(_selected(session.items))
         if refusal(selected, runtime.settings.mode) is not None:
             return None  # a worker: the controller refuses the run and stops it
-        requests = asyncio.run(gather_requests(runtime, selected))
-        if not any(requests.values()):
-            return None
-        caching = runtime.sampler
-        client = BatchClient(runtime.choice.endpoints[0], api_key_from_env(runtime.settings.api_key_env))
         ledger = BatchLedger(runtime.cache_dir)  # type: ignore[arg-type]
-        fill = BatchFill(
-            client,
-            ledger,
-            caching.store,
-            caching.cache.__contains__,
-            say,
-            poll_s=runtime.settings.batch_poll_interval,
-        )
         try:
-            with ledger.locked():
-                caching.cache.refresh()  # another worker may have filled it meanwhile
-                self.report = asyncio.run(_run(fill, client, requests))
+            with ledger.locked():  # xdist: one worker gathers and sends, the others then find it cached
+                runtime.sampler.cache.refresh()
+                gathered = runtime.engine.run(gather_requests(runtime, selected))
+                if gathered.requests:
+                    self.report = asyncio.run(_run(fills(gathered, runtime, ledger, say)))
         except BatchError as exc:
             raise pytest.UsageError(
                 f"--batch: {exc}; the endpoint may have no Batch API: drop --batch"
@@ -276,13 +251,14 @@ class BatchPlugin:
             collector.add_backend_counts(counts)
 
 
-async def _run(
-    fill: BatchFill, client: BatchClient, requests: Mapping[str, list[BatchRequest]]
-) -> BatchReport:
+async def _run(fills: list[tuple[BatchFill, dict[str, list[BatchRequest]]]]) -> BatchReport:
+    """Every endpoint's batches at once (the run's model and each judge's)."""
     try:
-        return await fill.run(requests)
+        reports = await asyncio.gather(*(fill.run(requests) for fill, requests in fills))
     finally:
-        await client.aclose()
+        for fill, _ in fills:
+            await fill.client.aclose()
+    return BatchReport.total(reports)
 
 
 def _suite_of_path(path: Path) -> Suite | None:
