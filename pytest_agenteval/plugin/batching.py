@@ -91,7 +91,8 @@ def refusal(selected: Iterable[tuple[Suite, Problem]], mode: str) -> str | None:
         fixes.append("deselect GAIA")
     shown = ", ".join(found[:4]) + (f" (+{len(found) - 4} more)" if len(found) > 4 else "")
     return (
-        f"--batch sends single-turn requests only, and {shown} is multi-turn: "
+        f"--batch sends single-turn requests only, and {shown} {'is' if len(found) == 1 else 'are'} "
+        "multi-turn: "
         f"{'; '.join(fixes)}, or drop --batch"
     )
 
