@@ -15,7 +15,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,19 @@ ENDPOINT = "/v1/chat/completions"
 TERMINAL = frozenset({"completed", "expired", "cancelled", "failed"})
 NOT_RUN = frozenset({"batch_expired", "batch_cancelled"})  # error codes of requests never run
 CALL_ATTEMPTS = 5  # a file or batch call that meets a connection error, a 429 or a 5xx
+MAX_FILE_BYTES = 1 << 40  # an output file is read line by line: its size is no concern
+
+
+Say = Callable[[str], None]
+Store = Callable[[str, list[Completion], "int | None"], None]  # custom_id, completions, n
 
 
 class BatchError(Exception):
     """The batch endpoint refused (no Batch API, a bad file, a failed validation): one line."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status of a refusal, if one
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,7 @@ class BatchClient:
                 if status < 300:
                     return raw
                 if status != 429 and status < 500:
-                    raise BatchError(f"{method} {url}: HTTP {status}: {error_message(raw)}")
+                    raise BatchError(f"{method} {url}: HTTP {status}: {error_message(raw)}", status)
                 failure = f"HTTP {status}"
             except (OSError, asyncio.TimeoutError) as exc:  # HttpError is an OSError
                 failure = f"{type(exc).__name__}: {exc}"
@@ -173,6 +182,22 @@ class BatchClient:
 
     async def content(self, file_id: str) -> bytes:
         return await self._call("GET", f"/files/{file_id}/content")
+
+    async def rows(self, file_id: str) -> AsyncIterator[dict[str, Any]]:
+        """A JSONL file's rows (those with a custom_id), read line by line: an output file
+        of 50,000 long generations does not fit a reply's size limit, nor need it be in
+        memory at once."""
+        url = f"{self.endpoint}/files/{file_id}/content"
+        async with await self._http.send(
+            "GET", url, self._headers, timeout=self._timeout_s, max_body=MAX_FILE_BYTES
+        ) as response:
+            if response.status >= 300:
+                raise BatchError(f"GET {url}: HTTP {response.status}: {error_message(await response.read())}")
+            async for line in response.lines():
+                with contextlib.suppress(ValueError):
+                    row = json.loads(line)
+                    if isinstance(row, dict) and isinstance(row.get("custom_id"), str):
+                        yield row
 
     async def aclose(self) -> None:
         await self._http.close()
@@ -221,63 +246,51 @@ class BatchLedger:
 
 @dataclass
 class Collected:
-    """A finished batch's requests: answered (custom_id -> completions, the request's n or
-    None), to send again (custom_id -> body), refused for good (custom_id -> why)."""
+    """A finished batch's requests by custom_id: answered (and stored), to send again
+    (never ran, 429, 5xx), refused for good (4xx: why)."""
 
-    answered: dict[str, tuple[list[Completion], int | None]] = field(default_factory=dict)
-    again: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    answered: list[str] = field(default_factory=list)
+    again: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
 
 
-def _jsonl(raw: bytes) -> Iterator[dict[str, Any]]:
-    for line in raw.splitlines():
-        with contextlib.suppress(ValueError):
-            row = json.loads(line)
-            if isinstance(row, dict) and isinstance(row.get("custom_id"), str):
-                yield row
-
-
-async def collect(client: BatchClient, state: BatchState) -> Collected:
-    """Map a finished batch's output and error files back to its requests by custom_id."""
-    bodies = {}
+async def collect(client: BatchClient, state: BatchState, store: Store) -> Collected:
+    """Map a finished batch's output and error files back to its requests by custom_id,
+    storing each answer as it is read."""
+    choices: dict[str, int | None] = {}  # custom_id -> the n its body asked for (None: one)
     if state.input_file_id:
-        bodies = {
-            row["custom_id"]: row.get("body") or {}
-            for row in _jsonl(await client.content(state.input_file_id))
-        }
+        async for row in client.rows(state.input_file_id):
+            n = (row.get("body") or {}).get("n")
+            choices[row["custom_id"]] = None if n is None else int(n)
     result = Collected()
-    rows = [
-        *(_jsonl(await client.content(state.output_file_id)) if state.output_file_id else ()),
-        *(_jsonl(await client.content(state.error_file_id)) if state.error_file_id else ()),
-    ]
-    for row in rows:
-        custom_id, body = row["custom_id"], bodies.get(row["custom_id"], {})
-        response, error = row.get("response") or {}, row.get("error") or {}
-        status = int(response.get("status_code") or 0)
-        if status == 200:
-            n = body.get("n") if "n" in body else None
-            try:
-                completions = parse_completions(response.get("body") or {}, 0.0, 1)
-            except Retryable:
-                result.again[custom_id] = body
-                continue
-            if n is None or len(completions) >= int(n):
-                result.answered[custom_id] = (completions, None if n is None else int(n))
-            else:  # a server that ignores n: the live run asks for the rest
-                result.refused[custom_id] = f"{len(completions)} of n={n} choices"
-        elif error.get("code") in NOT_RUN or status == 429 or status >= 500 or not status:
-            result.again[custom_id] = body
-        else:
-            message = error_message(json.dumps(response.get("body") or error).encode())
-            result.refused[custom_id] = f"HTTP {status}: {message}"
-    for custom_id, body in bodies.items():  # neither answered nor in the error file
-        if custom_id not in result.answered and custom_id not in result.refused:
-            result.again.setdefault(custom_id, body)
+    for file_id in (state.output_file_id, state.error_file_id):
+        if file_id:
+            async for row in client.rows(file_id):
+                _sort(row, choices.get(row["custom_id"]), result, store)
+    seen = {*result.answered, *result.again, *result.refused}
+    result.again.extend(custom_id for custom_id in choices if custom_id not in seen)  # in no file
     return result
 
 
-Say = Callable[[str], None]
-Store = Callable[[str, list[Completion], "int | None"], None]
+def _sort(row: Mapping[str, Any], n: int | None, result: Collected, store: Store) -> None:
+    custom_id, response, error = row["custom_id"], row.get("response") or {}, row.get("error") or {}
+    status = int(response.get("status_code") or 0)
+    if status == 200:
+        try:
+            completions = parse_completions(response.get("body") or {}, 0.0, 1)
+        except Retryable:
+            result.again.append(custom_id)
+            return
+        if n is not None and len(completions) < n:  # a server that ignores n: the live run asks
+            result.refused[custom_id] = f"{len(completions)} of n={n} choices"
+            return
+        store(custom_id, completions, n)
+        result.answered.append(custom_id)
+    elif error.get("code") in NOT_RUN or status == 429 or status >= 500 or not status:
+        result.again.append(custom_id)
+    else:
+        message = error_message(json.dumps(response.get("body") or error).encode())
+        result.refused[custom_id] = f"HTTP {status}: {message}"
 
 
 class BatchFill:
@@ -355,7 +368,15 @@ class BatchFill:
         waiting = dict(batches)
         while waiting:
             for batch_id, suite in list(waiting.items()):
-                state = await self.client.retrieve(batch_id)
+                try:
+                    state = await self.client.retrieve(batch_id)
+                except BatchError as exc:
+                    if exc.status != 404:
+                        raise
+                    self.say(f"batch {batch_id} ({suite}): unknown to {self.client.endpoint}: forgotten")
+                    del waiting[batch_id]  # a server that lost it (restarted): its requests go again
+                    self.ledger.remove(batch_id)
+                    continue
                 if shown.get(batch_id) != state.line:
                     shown[batch_id] = state.line
                     self.say(f"batch {batch_id} ({suite}): {state.line}")
@@ -367,9 +388,7 @@ class BatchFill:
                     raise BatchError(
                         f"batch {batch_id} failed validation: {'; '.join(state.errors) or 'no reason given'}"
                     )
-                found = await collect(self.client, state)
-                for custom_id, (completions, n) in found.answered.items():
-                    self.store(custom_id, completions, n)
+                found = await collect(self.client, state, self.store)
                 self.report.answered += len(found.answered)
                 self._refused.update(found.refused)
                 self.ledger.remove(batch_id)

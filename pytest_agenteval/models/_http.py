@@ -106,9 +106,12 @@ class Response:
     Use it as an async context manager; the connection goes back to the pool only when
     the body has arrived whole."""
 
-    def __init__(self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str]) -> None:
+    def __init__(
+        self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str], max_body: int | None = None
+    ) -> None:
         self._raw = raw
         self._secrets = secrets  # the header values sent: kept out of error messages
+        self._max_body = MAX_BODY if max_body is None else max_body
         self.status = raw.status
         self.headers = raw.headers
         self._body: AsyncGenerator[bytes, None] | None = None  # one reader of the body, resumable
@@ -136,14 +139,14 @@ class Response:
 
     async def _read_body(self) -> AsyncGenerator[bytes, None]:
         length = self._raw.content_length
-        if length is not None and length > MAX_BODY:
-            raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({MAX_BODY} bytes)")
+        if length is not None and length > self._max_body:
+            raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({self._max_body} bytes)")
         seen = 0
         try:
             async for piece in self._raw.content.iter_any():
                 seen += len(piece)
-                if seen > MAX_BODY:
-                    raise HttpError(f"the response body is over MAX_BODY ({MAX_BODY} bytes)")
+                if seen > self._max_body:
+                    raise HttpError(f"the response body is over MAX_BODY ({self._max_body} bytes)")
                 yield piece
         except HttpError:
             raise
@@ -285,9 +288,11 @@ class HttpClient:
         timeout: float,
         idle: float | None = None,
         body: bytes | Callable[[], Any] | None = None,
+        max_body: int | None = None,
     ) -> Response:
         """`post`'s request with any method and body: bytes, or a function making a fresh
-        aiohttp payload for each attempt (a multipart form is read once)."""
+        aiohttp payload for each attempt (a multipart form is read once). `max_body`: the
+        most the reply may hold (default MAX_BODY; a batch's output file is no chat reply)."""
         session = self._session_here()
         aiohttp = _aiohttp()
         loop = asyncio.get_running_loop()
@@ -327,7 +332,7 @@ class HttpClient:
             except ValueError as exc:  # a header aiohttp will not send: no retry helps
                 names = ", ".join(sorted(sent))
                 raise InvalidRequest(_scrub(f"the request was not sent ({names}): {exc}", secrets)) from exc
-            return Response(raw, secrets)
+            return Response(raw, secrets, max_body)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:

@@ -122,12 +122,14 @@ def test_a_finished_batch_maps_each_line_back_by_custom_id(
             while state.status not in ("completed", "expired"):
                 await asyncio.sleep(0.01)
                 state = await client.retrieve(state.id)
-            return await collect(client, state)
+            return await collect(client, state, stored.store)
         finally:
             await client.aclose()
 
+    stored = Filled()
     with OpenAITestServer(batch=config) as server:
         found = asyncio.run(one_batch(server))
+    assert sorted(stored.stored) == sorted(found.answered)  # each answer stored as it was read
     assert (len(found.answered), len(found.again), len(found.refused)) == (
         3 - again - refused,
         again,
@@ -206,4 +208,17 @@ def test_the_ledger_lists_batches_until_removed_and_survives_a_torn_file(tmp_pat
     ledger.remove("batch_1")
     assert [b["id"] for b in ledger.entries()] == ["batch_2"]
     (tmp_path / "batches.json").write_text('{"batches": [{"id": "batch_2"', encoding="utf-8")
+    assert ledger.entries() == []
+
+
+def test_a_listed_batch_the_endpoint_no_longer_knows_is_forgotten_and_sent_again(tmp_path: Path) -> None:
+    with OpenAITestServer() as server:
+        ledger = BatchLedger(tmp_path)
+        ledger.add({"id": "batch-gone", "endpoint": server.url, "suite": "suite"})
+        fill, filled = fill_with(server, tmp_path)
+        report = asyncio.run(_fill(fill, {"suite": requests(2)}))
+        stats = server.stats()["batch"]
+    assert f"batch batch-gone (suite): unknown to {server.url}: forgotten" in filled.said
+    assert (report.collected, report.batches, report.answered) == (1, 1, 2)
+    assert stats["batches_created"] == 1
     assert ledger.entries() == []
