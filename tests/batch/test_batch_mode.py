@@ -184,3 +184,17 @@ def test_a_model_without_an_endpoint_refuses_batch(pytester: pytest.Pytester, ti
             "in-process and launched (--model-path, --serve) models have none: drop --batch"
         ]
     )
+
+
+def test_samples_per_request_go_in_a_batch_as_one_request_with_n(
+    aime_run, agenteval_openai_server_factory
+) -> None:
+    live_server = agenteval_openai_server_factory(answers=ANSWERS, answer=DEFAULT_ANSWER)
+    _, live_summary = aime_run(live_server, "--samples-per-request=2", cache="live-cache", out="live.jsonl")
+    server = agenteval_openai_server_factory(answers=ANSWERS, answer=DEFAULT_ANSWER)
+    result, summary = aime_run(server, "--batch", "--samples-per-request=2")
+    result.assert_outcomes(passed=2, failed=2)
+    assert server.stats()["total_requests"] == 0
+    assert server.stats()["batch"]["requests_answered"] == len(TINY_PROBLEMS)  # n=2 each
+    assert live_server.stats()["choices_served"] == GENERATIONS
+    assert metrics(summary) == metrics(live_summary)
