@@ -222,3 +222,16 @@ def test_a_listed_batch_the_endpoint_no_longer_knows_is_forgotten_and_sent_again
     assert (report.collected, report.batches, report.answered) == (1, 1, 2)
     assert stats["batches_created"] == 1
     assert ledger.entries() == []
+
+
+def test_the_server_process_takes_the_batch_flags(tmp_path: Path) -> None:
+    from pytest_agenteval.testing import start_server_process, stop_server_process
+
+    proc, url = start_server_process("--batch-expire-after", "1", "--batch-request-ms", "5")
+    try:
+        fill = BatchFill(BatchClient(url, None), BatchLedger(tmp_path), *_sinks())
+        report = asyncio.run(_fill(fill, {"suite": requests(3)}))
+    finally:
+        stats = stop_server_process(proc)
+    assert (report.batches, report.resubmitted, report.answered) == (2, 2, 3)
+    assert stats["batch"]["statuses"] == {"expired": 1, "completed": 1}
