@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -172,3 +173,26 @@ def note_served(completion: Completion) -> None:
 def approx_token_count(text: str) -> int:
     """Token estimate for backends without a local tokenizer: ~4 characters a token."""
     return (len(text) + 3) // 4
+
+
+# --batch gathers the requests a run will send before it sends any (models/_batch.py): while
+# this holds a list, a caching sampler that misses appends (itself, the request's cache key,
+# its body) and raises RequestCollected instead of sending; `live_requests()` suspends it
+# for requests whose answers decide what comes next (a judge's structured-output probes).
+collecting_requests: contextvars.ContextVar[list[tuple[Any, str, dict[str, Any]]] | None] = (
+    contextvars.ContextVar("collecting_requests", default=None)
+)
+
+
+class RequestCollected(Exception):  # noqa: N818 - a signal, not a failure
+    """Raised by a caching sampler in place of a request --batch will send in a batch."""
+
+
+@contextlib.contextmanager
+def live_requests() -> Iterator[None]:
+    """Requests made inside are sent as usual, even while --batch gathers requests."""
+    token = collecting_requests.set(None)
+    try:
+        yield
+    finally:
+        collecting_requests.reset(token)

@@ -21,6 +21,7 @@ OPTIONS: tuple[Option, ...] = (
             "stop sending requests once the next one could take the run's spending (judges included) "
             "past this many USD; every model in use needs a price",
             float,
+            local=True,
         ),
         Option(
             "max_total_tokens",
@@ -29,6 +30,7 @@ OPTIONS: tuple[Option, ...] = (
             "stop sending requests once the next one could take the run's prompt + completion tokens "
             "past this many (no price needed)",
             int,
+            local=True,
         ),
         Option(
             "estimate",
@@ -37,6 +39,7 @@ OPTIONS: tuple[Option, ...] = (
             "run only a sample of each suite's selected items and print the projected tokens and cost "
             "of the whole selection (exit 0)",
             bool,
+            local=True,
         ),
         Option(
             "estimate_sample",
@@ -45,6 +48,7 @@ OPTIONS: tuple[Option, ...] = (
             "items per suite --estimate runs (evenly spaced over the selection; cache hits count with "
             "their recorded tokens)",
             int,
+            local=True,
         ),
     ),
 )

@@ -149,6 +149,9 @@ if TYPE_CHECKING:
         max_total_tokens: int | None
         estimate: bool
         estimate_sample: int
+        # Batch API
+        batch: bool
+        batch_poll_interval: float
 
         explicit: frozenset[str] = frozenset()
 

@@ -6,6 +6,7 @@ are derived from it (see `option`, `options`, `settings`, `reference`). The topi
 from __future__ import annotations
 
 from pytest_agenteval.config import (
+    _options_batch,
     _options_cluster,
     _options_cost,
     _options_model,
@@ -20,4 +21,5 @@ OPTIONS: tuple[Option, ...] = (
     *_options_suites.OPTIONS,
     *_options_cluster.OPTIONS,
     *_options_cost.OPTIONS,
+    *_options_batch.OPTIONS,
 )

@@ -27,7 +27,7 @@ import asyncio
 import json
 import ssl
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -106,9 +106,12 @@ class Response:
     Use it as an async context manager; the connection goes back to the pool only when
     the body has arrived whole."""
 
-    def __init__(self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str]) -> None:
+    def __init__(
+        self, raw: aiohttp.ClientResponse, secrets: Mapping[str, str], max_body: int | None = None
+    ) -> None:
         self._raw = raw
         self._secrets = secrets  # the header values sent: kept out of error messages
+        self._max_body = MAX_BODY if max_body is None else max_body
         self.status = raw.status
         self.headers = raw.headers
         self._body: AsyncGenerator[bytes, None] | None = None  # one reader of the body, resumable
@@ -136,14 +139,14 @@ class Response:
 
     async def _read_body(self) -> AsyncGenerator[bytes, None]:
         length = self._raw.content_length
-        if length is not None and length > MAX_BODY:
-            raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({MAX_BODY} bytes)")
+        if length is not None and length > self._max_body:
+            raise HttpError(f"the response body is {length} bytes, over MAX_BODY ({self._max_body} bytes)")
         seen = 0
         try:
             async for piece in self._raw.content.iter_any():
                 seen += len(piece)
-                if seen > MAX_BODY:
-                    raise HttpError(f"the response body is over MAX_BODY ({MAX_BODY} bytes)")
+                if seen > self._max_body:
+                    raise HttpError(f"the response body is over MAX_BODY ({self._max_body} bytes)")
                 yield piece
         except HttpError:
             raise
@@ -273,11 +276,27 @@ class HttpClient:
         read from the Response within the same `timeout` (seconds from now), and with
         `idle` set, silence of that many seconds anywhere (the connect and TLS handshake
         included) is IdleTimeout."""
+        body = json.dumps(payload).encode()
+        return await self.send("POST", url, headers, body=body, timeout=timeout, idle=idle)
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout: float,
+        idle: float | None = None,
+        body: bytes | Callable[[], Any] | None = None,
+        max_body: int | None = None,
+    ) -> Response:
+        """`post`'s request with any method and body: bytes, or a function making a fresh
+        aiohttp payload for each attempt (a multipart form is read once). `max_body`: the
+        most the reply may hold (default MAX_BODY; a batch's output file is no chat reply)."""
         session = self._session_here()
         aiohttp = _aiohttp()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        body = json.dumps(payload).encode()
         proxy, credentials = self._proxy_for(url)
         tunnel = url[:6].lower() == "https:"  # credentials go with the CONNECT, else with the request
         sent = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity", **headers}
@@ -290,9 +309,10 @@ class HttpClient:
                 raise asyncio.TimeoutError
             trace = SimpleNamespace(reused=False)
             try:
-                raw = await session.post(
+                raw = await session.request(
+                    method,
                     url,
-                    data=body,
+                    data=body() if callable(body) else body,
                     headers=sent,
                     timeout=aiohttp.ClientTimeout(total=left, sock_connect=idle, sock_read=idle),
                     allow_redirects=False,
@@ -312,7 +332,7 @@ class HttpClient:
             except ValueError as exc:  # a header aiohttp will not send: no retry helps
                 names = ", ".join(sorted(sent))
                 raise InvalidRequest(_scrub(f"the request was not sent ({names}): {exc}", secrets)) from exc
-            return Response(raw, secrets)
+            return Response(raw, secrets, max_body)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import note_served
+from pytest_agenteval.api.sampler import RequestCollected, collecting_requests, note_served
 from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
 
 KEY_LENGTH = 64  # hex sha256
@@ -91,6 +91,11 @@ class GenerationCache:
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether `key` has an entry (not a hit: nothing is read)."""
+        with self._lock:
+            return key in self._index
 
     def get(self, key: str) -> Any:
         with self._lock:
@@ -269,9 +274,44 @@ class CachingSampler:
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
+        if collecting_requests.get() is not None:
+            raise RequestCollected  # token ids go to /v1/completions, which a chat batch cannot carry
         completion = await self.inner.complete_tokens(prompt, params)
         self.cache.put(key, _completion_to_dict(completion))
         return completion
+
+    def chat_key(
+        self,
+        messages: Sequence[Message],
+        params: SamplingParams,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: str | None = None,
+    ) -> str:
+        """The cache key of `complete(messages, params, tools, tool_choice)`."""
+        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
+        return self.cache.completion_key(model, messages, params, tools)
+
+    def n_key(self, messages: Sequence[Message], params: SamplingParams, n: int) -> str:
+        """The cache key of `complete_n(messages, params, n)`."""
+        return self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+
+    def store(self, key: str, completions: Sequence[Completion], n: int | None) -> None:
+        """Cache what a request answered elsewhere (a batch): one completion under a
+        `chat_key`, or the `n` of an `n_key`."""
+        if n is None:
+            self.cache.put(key, _completion_to_dict(completions[0]))
+        else:
+            self.cache.put(key, [_completion_to_dict(c) for c in completions[:n]])
+
+    def _collect(self, key: str, body: Any) -> None:
+        """While --batch gathers requests (`collecting_requests`), a miss is recorded and
+        raises RequestCollected instead of being sent."""
+        found = collecting_requests.get()
+        if found is None:
+            return
+        if hasattr(self.inner, "body"):  # an OpenAI-protocol sampler: its body goes in a batch
+            found.append((self, key, body()))
+        raise RequestCollected
 
     async def complete(
         self,
@@ -280,11 +320,11 @@ class CachingSampler:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> Completion:
-        model = {**self._model_key, "tool_choice": tool_choice} if tool_choice else self._model_key
-        key = self.cache.completion_key(model, messages, params, tools)
+        key = self.chat_key(messages, params, tools, tool_choice)
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
+        self._collect(key, lambda: self.inner.body(messages, params, tools, tool_choice))
         extra = {"tool_choice": tool_choice} if tool_choice else {}
         completion = await self.inner.complete(messages, params, tools, **extra)
         self.cache.put(key, _completion_to_dict(completion))
@@ -293,10 +333,11 @@ class CachingSampler:
     async def complete_n(
         self, messages: Sequence[Message], params: SamplingParams, n: int
     ) -> list[Completion]:
-        key = self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
+        key = self.n_key(messages, params, n)
         hit = self.cache.get(key)
         if hit is not None:
             return [self._hit(item) for item in hit]
+        self._collect(key, lambda: {**self.inner.body(messages, params), "n": n})
         completions = await self.inner.complete_n(messages, params, n)
         self.cache.put(key, [_completion_to_dict(c) for c in completions])
         return completions

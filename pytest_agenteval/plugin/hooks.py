@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import checks, cost, hosts, progress, shards
+from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, shards
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -149,6 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     cost.install(config, settings, choice, config.stash[RUNTIME], evaluating)  # budget ledger, --estimate
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
+    batching.install(config, config.stash[RUNTIME], evaluating)  # --batch
     if _is_worker(config):
         from pytest_agenteval.plugin.stealing import install_worker_guard
 

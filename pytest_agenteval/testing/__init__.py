@@ -16,6 +16,7 @@ from typing import Any
 _HOME = {
     "AnswerMapResponder": "pytest_agenteval.testing._responders",
     "AsyncOpenAITestServer": "pytest_agenteval.testing._server",
+    "BatchConfig": "pytest_agenteval.testing._batch",
     "DEFAULT_ANSWER": "pytest_agenteval.testing._responders",
     "FAULT_KINDS": "pytest_agenteval.testing._faults",
     "FaultContext": "pytest_agenteval.testing._faults",
@@ -48,6 +49,7 @@ __all__ = [
     "FAULT_KINDS",
     "AnswerMapResponder",
     "AsyncOpenAITestServer",
+    "BatchConfig",
     "FaultContext",
     "FaultInjector",
     "OpenAITestServer",

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pytest_agenteval.testing._batch import BatchService
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import FaultInjector, unit_draw
 from pytest_agenteval.testing._overflow import request_overflow
@@ -100,6 +101,7 @@ class ServerCore:
         self._active: dict[asyncio.Task[Any], _Attempt] = {}
         self._ids = itertools.count(1)
         self.side_requests: dict[str, int] = {}  # tokenize calls, which are not generations
+        self.batches = BatchService(config.batch, self.batch_reply, self._auth_error, request_key)
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
@@ -110,6 +112,7 @@ class ServerCore:
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/stats/reset", self._reset)
         add_tokenize_routes(app, self.config.tokenize, self.side_requests)
+        self.batches.add_routes(app)
         # handler_cancellation: a client that hangs up (timeout) ends its request's
         # in-flight time instead of leaving a handler sleeping on.
         self._runner = web.AppRunner(
@@ -142,6 +145,7 @@ class ServerCore:
         for task in leftover:
             task.cancel()
         await asyncio.gather(*leftover, return_exceptions=True)
+        await self.batches.close()
         await self._runner.cleanup()
         self._runner = None
         self.log.close()
@@ -162,6 +166,7 @@ class ServerCore:
             "connections": len({e["client"] for e in entries}),
             **self.tracker.snapshot(),
             **self.rate_limit.stats(),
+            "batch": self.batches.stats(),
         }
 
     def reset(self) -> None:
@@ -169,6 +174,7 @@ class ServerCore:
         self.tracker.reset()
         self.injector.reset()
         self.rate_limit.reset()
+        self.batches.reset()
 
     # -- control endpoints -----------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -192,6 +198,15 @@ class ServerCore:
         return web.json_response({"ok": True})
 
     # -- generation ------------------------------------------------------------------
+    def batch_reply(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One request of a batch, as /v1/chat/completions answers it (no latency, no faults)."""
+        error = self._validate(body, "chat")
+        if error is not None:
+            return error.status, json.loads(error.body)  # type: ignore[arg-type]
+        rec = _Attempt(endpoint="chat", t=time.time(), start=time.monotonic(), key=request_key(body))
+        rec.seed, rec.n = body.get("seed"), int(body.get("n") or 1) if self.config.support_n else 1
+        return 200, self._payload(body, rec)
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._generation(request, "chat")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_agenteval.testing._batch import BatchConfig
 from pytest_agenteval.testing._faults import DEFAULT_FAULT_MIX, FaultPlan, validate_fault_mix
 from pytest_agenteval.testing._overflow import CONTEXT_STYLES
 from pytest_agenteval.testing._responders import (
@@ -71,6 +72,8 @@ class ServerConfig:
     stall_s: float = 30.0  # a stalled request sleeps this long, then...
     stall_then: Literal["close", "respond"] = "close"  # ...drops the connection or answers
     truncate_declares_length: bool = True  # truncated 200 announces the full Content-Length
+
+    batch: BatchConfig = field(default_factory=BatchConfig)  # the Batch API's behaviour (_batch.py)
 
     log_bodies: bool = False  # keep each request's whole JSON body in its log entry
     log_path: str | Path | None = None  # also append every log entry to this JSONL file

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.testing._app import ServerCore, request_key
+from pytest_agenteval.testing._batch import BatchConfig
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import parse_fault_mix
 from pytest_agenteval.testing._process import (
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--stall-then", choices=("close", "respond"), default="close")
     p.add_argument("--log", type=Path, default=None, help="append request log as JSONL")
+    p.add_argument("--batch-validating-s", type=float, default=0.0, help="a batch's time in validating")
+    p.add_argument("--batch-request-ms", type=float, default=0.0, help="in_progress: time per request")
+    p.add_argument("--batch-finalizing-s", type=float, default=0.0, help="a batch's time in finalizing")
+    p.add_argument("--batch-expire-after", type=int, default=None, help="the first batch expires after N")
+    p.add_argument(
+        "--batch-fail-first-k", type=int, default=0, help="each request's first K batch attempts fail"
+    )
     return p
 
 
@@ -119,6 +127,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         stall_s=args.stall_s,
         stall_then=args.stall_then,
         log_path=args.log,
+        batch=BatchConfig(
+            validating_s=args.batch_validating_s,
+            request_ms=args.batch_request_ms,
+            finalizing_s=args.batch_finalizing_s,
+            expire_after=args.batch_expire_after,
+            fail_first_k=args.batch_fail_first_k,
+        ),
         **extra,
     )
 

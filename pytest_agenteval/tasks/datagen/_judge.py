@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api import progress
+from pytest_agenteval.api.sampler import live_requests
 from pytest_agenteval.models import (
     BudgetExceeded,
     EndpointSlots,
@@ -157,6 +158,10 @@ class JudgeClient:
         return mode, await self.sampler(mode, kind).complete(messages, params)
 
     async def _negotiate(self, kind: str, messages: list[dict[str, str]], params: SamplingParams) -> Any:
+        with live_requests():  # the probes decide the mode: sent at once, even under --batch
+            return await self._probe_modes(kind, messages, params)
+
+    async def _probe_modes(self, kind: str, messages: list[dict[str, str]], params: SamplingParams) -> Any:
         for mode in MODES:
             probe = mode != "prompt"
             try:
