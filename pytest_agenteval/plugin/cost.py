@@ -196,11 +196,11 @@ class CostReport:
 
 def estimate_lines(collector: Any, selected: Mapping[str, int]) -> list[str]:
     """The projection of each suite's selection from the items run (docs/cost.md)."""
-    from pytest_agenteval.plugin.controller import _unpack  # the controller's own: loaded there only
+    from pytest_agenteval.output.summary import unpack_record
 
     per_suite: dict[str, list[dict[str, Any]]] = {}
     for packed in collector.records.values():
-        data = _unpack(packed)
+        data = unpack_record(packed)
         per_suite.setdefault(data["suite"], []).append(data)
     lines = []
     for suite, total in sorted(selected.items()):
