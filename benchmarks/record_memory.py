@@ -4,7 +4,7 @@ problem lines as xdist delivers them (execnet-serialised, as a worker's report a
     python benchmarks/record_memory.py
 
 Before issue 14 item 6 the controller kept the whole line (a dict); now it keeps the line
-without its texts, packed (`controller._pack`), and where the whole line is on disk
+without its texts, packed (`output.summary.pack_record`), and where the whole line is on disk
 (`ResultsFile._where`: the spool, offset and length)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.api.records import without_texts  # noqa: E402
 from pytest_agenteval.output.results import ResultsFile  # noqa: E402
-from pytest_agenteval.plugin.controller import _pack  # noqa: E402
+from pytest_agenteval.output.summary import pack_record as _pack  # noqa: E402
 
 PROBLEMS = 1000
 
