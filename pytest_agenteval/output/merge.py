@@ -149,7 +149,21 @@ def main(argv: list[str]) -> int:
         return USAGE_ERROR
 
 
+def _refuse_writing_over_inputs(args: argparse.Namespace) -> None:
+    """The merged file is written in place of -o: never over a shard or the baseline."""
+    if not args.out.exists():
+        return
+    for path in args.shards:
+        if path.exists() and path.samefile(args.out):
+            raise MergeError(
+                f"-o {args.out} is one of the shards' results files; write the merge to a new file"
+            )
+    if args.compare is not None and args.compare.exists() and args.compare.samefile(args.out):
+        raise MergeError(f"-o {args.out} is the --agenteval-compare baseline; write the merge to a new file")
+
+
 def run_merge(args: argparse.Namespace) -> int:
+    _refuse_writing_over_inputs(args)
     gates = [parse_gate(expression) for expression in args.gates]
     baseline = load_baseline(args.compare) if args.compare else None
     merged = read_shards(args.shards)

@@ -131,3 +131,23 @@ def test_shards_of_another_model_are_refused_naming_what_differs(folder: Path) -
         f"sha256 {ours['sha256'][:16]!r} vs {theirs['sha256'][:16]!r}); merge the shards of one model"
     )
     assert (done.ret, done.err) == (4, PREFIX + line + "\n")
+
+
+@pytest.mark.parametrize(
+    ("out", "line"),
+    [
+        ("s1.jsonl", "-o s1.jsonl is one of the shards' results files; write the merge to a new file"),
+        ("./s1.jsonl", "-o s1.jsonl is one of the shards' results files; write the merge to a new file"),
+        (
+            "unsharded.jsonl",
+            "-o unsharded.jsonl is the --agenteval-compare baseline; write the merge to a new file",
+        ),
+    ],
+)
+def test_a_merge_never_writes_over_its_own_inputs(folder: Path, out: str, line: str) -> None:
+    before = {name: (folder / name).read_bytes() for name in ("s1.jsonl", "unsharded.jsonl")}
+    done = merge_run(
+        folder, "s0.jsonl", "s1.jsonl", "s2.jsonl", "-o", out, "--agenteval-compare=unsharded.jsonl"
+    )
+    assert (done.ret, done.err, done.out) == (4, PREFIX + line + "\n", "")
+    assert {name: (folder / name).read_bytes() for name in before} == before
