@@ -1,7 +1,8 @@
 """`--batch`: before the first item runs, the requests of every selected item go out as
 OpenAI Batch API batches and their replies fill the generation cache (models/_batch.py);
 the items then run as usual and read everything from the cache. Checked at start-up:
-an --endpoint model, the cache on, and no multi-turn suite selected (one line each).
+an --endpoint model, the cache on, no budget (a batch bypasses its ledger) and no multi-turn
+suite selected (one line each).
 
 The requests are the ones the items would send: each item's rollout runs while
 `collecting_requests` is set, so every caching sampler that misses (the run's model's,
@@ -57,7 +58,13 @@ def install(config: pytest.Config, runtime: Runtime, evaluating: bool) -> None:
         )
     if runtime.cache_dir is None:
         raise pytest.UsageError(
-            "--batch brings the replies back through the generation cache: drop --no-cache (or --batch)"
+            "--batch brings the replies back through the generation cache: "
+            "drop --agenteval-no-cache (or --batch)"
+        )
+    if settings.max_cost is not None or settings.max_total_tokens is not None:
+        raise pytest.UsageError(
+            "--batch sends its requests outside the budget ledger, so --max-cost and --max-total-tokens "
+            "would not bound them: drop the budget (or --batch)"
         )
     config.pluginmanager.register(BatchPlugin(runtime, evaluating), PLUGIN_NAME)
 

@@ -160,15 +160,22 @@ def test_aime_retool_refuses_batch_at_start_up(aime_run, agenteval_openai_server
         (
             ("--agenteval-no-cache",),
             "ERROR: --batch brings the replies back through the generation cache: "
-            "drop --no-cache (or --batch)",
+            "drop --agenteval-no-cache (or --batch)",
+        ),
+        (
+            ("--max-total-tokens=100000",),
+            "ERROR: --batch sends its requests outside the budget ledger, so --max-cost and "
+            "--max-total-tokens would not bound them: drop the budget (or --batch)",
         ),
         (("--batch-poll-interval=0",), "ERROR: --batch-poll-interval must be > 0 seconds, got 0"),
     ],
 )
 def test_batch_options_are_checked_at_start_up(aime_run, agenteval_openai_server_factory, args, line) -> None:
-    result, _ = aime_run(agenteval_openai_server_factory(), "--batch", *args)
+    server = agenteval_openai_server_factory()
+    result, _ = aime_run(server, "--batch", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([line])
+    assert (server.stats()["batch"]["files_uploaded"], server.stats()["total_requests"]) == (0, 0)
 
 
 def test_a_model_without_an_endpoint_refuses_batch(pytester: pytest.Pytester, tiny_aime) -> None:
