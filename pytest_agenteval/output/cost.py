@@ -122,11 +122,13 @@ def cost_summary(
     devices: int | None,
     duration_s: float,
     ledger: Any = None,
+    prices: Mapping[str, Price] | None = None,
 ) -> dict[str, Any]:
     """The summary's `cost` block (and `budget`, under a budget): USD in all, the part
     served from the generation cache (paid by an earlier run, not this one), by model
-    and by judge; device seconds for the models the run runs itself."""
-    prices = load_prices(settings.prices)
+    and by judge; device seconds for the models the run runs itself. `prices`: the ones
+    listed (default: the run's, --prices over the defaults)."""
+    prices = load_prices(settings.prices) if prices is None else prices
     run_name = billed_as  # models/_prices.billed_name of the run's model; None: device time
     by_model: dict[str, dict[str, Any]] = {}
     by_judge: dict[str, dict[str, Any]] = {}
@@ -247,9 +249,17 @@ def merged_cost(
 ) -> dict[str, Any]:
     """A merge's `cost` block: the same computation over the merged records, billed by the
     name the shards recorded, device seconds over the shards' summed wall time. Each
-    shard's `budget` stays in its own file (a budget bounds one run)."""
+    shard's `budget` stays in its own file (a budget bounds one run). The prices listed
+    are the ones the shards recorded: the merge may run where their --prices file is not."""
     blocks = [s["cost"] for s in shard_summaries if isinstance(s.get("cost"), Mapping)]
     if not blocks:
         return {}
     head = blocks[0]
-    return cost_summary(records, settings, head.get("billed_as"), head.get("devices"), duration_s)
+    prices = {
+        name: Price(model=name, **entry)
+        for block in blocks
+        for name, entry in (block.get("prices") or {}).items()
+    }
+    return cost_summary(
+        records, settings, head.get("billed_as"), head.get("devices"), duration_s, prices=prices
+    )
