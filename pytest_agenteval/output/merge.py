@@ -28,7 +28,7 @@ from pytest_agenteval.output.compare import BaselineError, Comparison, check_bas
 from pytest_agenteval.output.cost import merged_cost
 from pytest_agenteval.output.gate import GateError, GateResult, evaluate_gate, parse_gate
 from pytest_agenteval.output.merge_checks import MergeError, ShardFile, check_shards
-from pytest_agenteval.output.results import ResultsFile, StoredRecords
+from pytest_agenteval.output.results import ResultsFile, StoredRecords, check_writable
 from pytest_agenteval.output.summary import (
     RunFacts,
     harness_usage,
@@ -162,8 +162,22 @@ def _refuse_writing_over_inputs(args: argparse.Namespace) -> None:
         raise MergeError(f"-o {args.out} is the --agenteval-compare baseline; write the merge to a new file")
 
 
+def _check_outputs_writable(args: argparse.Namespace) -> None:
+    """-o and --junitxml must take a file now, before the shards are read."""
+    for flag, path in (("-o", args.out), ("--junitxml", args.junitxml)):
+        if path is None:
+            continue
+        try:
+            check_writable(path)
+        except OSError as exc:
+            raise MergeError(
+                f"{flag} {path}: not writable ({exc.strerror or exc}); choose a writable path"
+            ) from None
+
+
 def run_merge(args: argparse.Namespace) -> int:
     _refuse_writing_over_inputs(args)
+    _check_outputs_writable(args)
     gates = [parse_gate(expression) for expression in args.gates]
     baseline = load_baseline(args.compare) if args.compare else None
     merged = read_shards(args.shards)
@@ -282,13 +296,19 @@ def _ci_outputs(
             for name, records in sorted(by_suite.items())
             for record in records
         ]
-        ci.write_junit(
-            args.junitxml,
-            items,
-            missing,
-            ci.suite_properties(summaries, gate_results, comparisons),
-            ci.verdict_cases(gate_results, comparisons),
-        )
+        try:
+            ci.write_junit(
+                args.junitxml,
+                items,
+                missing,
+                ci.suite_properties(summaries, gate_results, comparisons),
+                ci.verdict_cases(gate_results, comparisons),
+            )
+        except OSError as exc:  # it was writable at start: the merged file is written all the same
+            raise MergeError(
+                f"--junitxml {args.junitxml}: cannot write it ({exc.strerror or exc}); the merged "
+                "results file is written (see results: above): rerun the merge with a writable --junitxml"
+            ) from None
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
         with open(target, "a", encoding="utf-8") as handle:

@@ -151,3 +151,24 @@ def test_a_merge_never_writes_over_its_own_inputs(folder: Path, out: str, line: 
     )
     assert (done.ret, done.err, done.out) == (4, PREFIX + line + "\n", "")
     assert {name: (folder / name).read_bytes() for name in before} == before
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("-o", "/proc/merged.jsonl"),
+            "-o /proc/merged.jsonl: not writable (No such file or directory); choose a writable path",
+        ),
+        (
+            ("-o", "merged.jsonl", "--junitxml", "/proc/x.xml"),
+            "--junitxml /proc/x.xml: not writable (No such file or directory); choose a writable path",
+        ),
+    ],
+)
+def test_an_unwritable_output_is_refused_before_merging(
+    folder: Path, args: tuple[str, ...], line: str
+) -> None:
+    done = merge_run(folder, "s0.jsonl", "s1.jsonl", "s2.jsonl", *args)
+    assert (done.ret, done.err, done.out) == (4, PREFIX + line + "\n", "")
+    assert not (folder / "merged.jsonl").exists()
