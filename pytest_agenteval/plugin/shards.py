@@ -24,7 +24,12 @@ from pytest_agenteval.plugin.items import problem_of, suite_of
 WORKERINPUT_KEY = "agenteval_shard"  # (index, count), resolved once on the controller
 WORKEROUTPUT_KEY = "agenteval_shard_selection"  # (selected, selection hash), worker to controller
 _EXPLICIT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-SLURM_VARIABLES = ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN")
+SLURM_VARIABLES = (
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
+)
 K8S_VARIABLE = "JOB_COMPLETION_INDEX"
 
 
@@ -48,8 +53,8 @@ def parse_shard(value: str | None, count_option: int, environ: Mapping[str, str]
     if value is None:
         if count_option:
             raise pytest.UsageError(
-                "--agenteval-shard-count is the N of --agenteval-shard auto (a Kubernetes Indexed Job); "
-                "add --agenteval-shard auto, or drop it"
+                "--agenteval-shard-count is the N of --agenteval-shard auto (a Kubernetes Indexed Job, or "
+                "a SLURM array task resubmitted alone); add --agenteval-shard auto, or drop it"
             )
         return None
     if value.strip() == "auto":
@@ -88,15 +93,7 @@ def _from_scheduler(count_option: int, environ: Mapping[str, str]) -> tuple[int,
     """A SLURM array task, else a Kubernetes Indexed Job's pod; neither is an error
     (never sharded by surprise)."""
     if "SLURM_ARRAY_TASK_ID" in environ:
-        if "SLURM_ARRAY_TASK_COUNT" not in environ:
-            raise pytest.UsageError(
-                "--agenteval-shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; "
-                "pass --agenteval-shard I/N"
-            )
-        first = _number(environ, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in environ else 0
-        index = _number(environ, "SLURM_ARRAY_TASK_ID") - first
-        count = _number(environ, "SLURM_ARRAY_TASK_COUNT")
-        return _checked(index, count, "--agenteval-shard auto (SLURM array: ID - MIN of COUNT)")
+        return _from_slurm(count_option, environ)
     if K8S_VARIABLE in environ:
         if count_option < 1:
             raise pytest.UsageError(
@@ -110,6 +107,34 @@ def _from_scheduler(count_option: int, environ: Mapping[str, str]) -> tuple[int,
         "--agenteval-shard auto: no scheduler found: looked for SLURM_ARRAY_TASK_ID and "
         f"SLURM_ARRAY_TASK_COUNT (a SLURM array) and {K8S_VARIABLE} (a Kubernetes Indexed Job); "
         "pass --agenteval-shard I/N outside them"
+    )
+
+
+def _from_slurm(count_option: int, environ: Mapping[str, str]) -> tuple[int, int]:
+    """With --agenteval-shard-count N: shard SLURM_ARRAY_TASK_ID of N (the --array numbers
+    are the shard indices; a resubmitted `--array=2` is a one-task array). Without: the
+    task's place in its array, (ID - MIN) / STEP, of SLURM_ARRAY_TASK_COUNT."""
+    task = _number(environ, "SLURM_ARRAY_TASK_ID")
+    if count_option:
+        return _checked(
+            task, count_option, "--agenteval-shard auto (SLURM_ARRAY_TASK_ID of --agenteval-shard-count)"
+        )
+    if "SLURM_ARRAY_TASK_COUNT" not in environ:
+        raise pytest.UsageError(
+            "--agenteval-shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; "
+            "add --agenteval-shard-count N, or pass --agenteval-shard I/N"
+        )
+    first = _number(environ, "SLURM_ARRAY_TASK_MIN") if "SLURM_ARRAY_TASK_MIN" in environ else 0
+    step = _number(environ, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in environ else 1
+    if step < 1 or (task - first) % step:
+        raise pytest.UsageError(
+            f"--agenteval-shard auto (SLURM array): SLURM_ARRAY_TASK_ID {task} is not SLURM_ARRAY_TASK_MIN "
+            f"{first} plus a multiple of SLURM_ARRAY_TASK_STEP {step} (the index is (ID - MIN) / STEP); "
+            "pass --agenteval-shard I/N"
+        )
+    count = _number(environ, "SLURM_ARRAY_TASK_COUNT")
+    return _checked(
+        (task - first) // step, count, "--agenteval-shard auto (SLURM array: (ID - MIN) / STEP of COUNT)"
     )
 
 

@@ -67,13 +67,53 @@ def test_the_split_is_the_same_every_time() -> None:
             (2, 4),
         ),
         ("auto", 3, {"JOB_COMPLETION_INDEX": "2"}, (2, 3)),
-        # SLURM first where both are set (a SLURM job inside a pod)
+        # SLURM first where both are set (a SLURM job inside a pod; no count: k8s would refuse)
         (
             "auto",
-            3,
+            0,
             {"JOB_COMPLETION_INDEX": "0", "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2"},
             (1, 2),
         ),
+        # --array=0-6:2: IDs 0, 2, 4, 6, index = (ID - MIN) / STEP
+        *(
+            (
+                "auto",
+                0,
+                {
+                    "SLURM_ARRAY_TASK_ID": str(task),
+                    "SLURM_ARRAY_TASK_COUNT": "4",
+                    "SLURM_ARRAY_TASK_MIN": "0",
+                    "SLURM_ARRAY_TASK_STEP": "2",
+                },
+                (task // 2, 4),
+            )
+            for task in (0, 2, 4, 6)
+        ),
+        # --array=3-12:3: IDs 3, 6, 9, 12
+        (
+            "auto",
+            0,
+            {
+                "SLURM_ARRAY_TASK_ID": "9",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "3",
+                "SLURM_ARRAY_TASK_STEP": "3",
+            },
+            (2, 4),
+        ),
+        # a resubmitted index (sbatch --array=2) with the count named: the ID of N
+        (
+            "auto",
+            4,
+            {
+                "SLURM_ARRAY_TASK_ID": "2",
+                "SLURM_ARRAY_TASK_COUNT": "1",
+                "SLURM_ARRAY_TASK_MIN": "2",
+                "SLURM_ARRAY_TASK_MAX": "2",
+            },
+            (2, 4),
+        ),
+        ("auto", 4, {"SLURM_ARRAY_TASK_ID": "3"}, (3, 4)),
     ],
 )
 def test_the_shard_is_read_from_the_option_or_the_scheduler(value, count, environ, expected) -> None:
@@ -119,7 +159,7 @@ def test_the_shard_is_read_from_the_option_or_the_scheduler(value, count, enviro
             0,
             {"SLURM_ARRAY_TASK_ID": "3"},
             "--agenteval-shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; "
-            "pass --agenteval-shard I/N",
+            "add --agenteval-shard-count N, or pass --agenteval-shard I/N",
         ),
         (
             "auto",
@@ -131,8 +171,35 @@ def test_the_shard_is_read_from_the_option_or_the_scheduler(value, count, enviro
             None,
             4,
             {},
-            "--agenteval-shard-count is the N of --agenteval-shard auto (a Kubernetes Indexed Job); "
-            "add --agenteval-shard auto, or drop it",
+            "--agenteval-shard-count is the N of --agenteval-shard auto (a Kubernetes Indexed Job, or a "
+            "SLURM array task resubmitted alone); add --agenteval-shard auto, or drop it",
+        ),
+        (
+            "auto",
+            0,
+            {
+                "SLURM_ARRAY_TASK_ID": "5",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "0",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            "--agenteval-shard auto (SLURM array): SLURM_ARRAY_TASK_ID 5 is not SLURM_ARRAY_TASK_MIN 0 "
+            "plus a multiple of SLURM_ARRAY_TASK_STEP 2 (the index is (ID - MIN) / STEP); pass "
+            "--agenteval-shard I/N",
+        ),
+        (
+            "auto",
+            0,
+            {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4"},
+            "--agenteval-shard auto (SLURM array: (ID - MIN) / STEP of COUNT): shard 4 of 4 does not "
+            "exist; shards are numbered 0 to 3",
+        ),
+        (
+            "auto",
+            4,
+            {"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "1"},
+            "--agenteval-shard auto (SLURM_ARRAY_TASK_ID of --agenteval-shard-count): shard 4 of 4 does not "
+            "exist; shards are numbered 0 to 3",
         ),
         (
             "1/4",
