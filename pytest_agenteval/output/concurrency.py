@@ -1,8 +1,9 @@
 """`--concurrency auto` in the summary and the terminal: each process reports, per
 endpoint, its starting, final and highest allowed limit and every change (when, from,
 to, why); the run's summary adds the processes up per endpoint (under xdist each worker
-adapts its own share, so an endpoint's limit is the sum of its workers') and keeps the
-whole history, in time order."""
+adapts its own share, so an endpoint's limit is the sum of its workers'), keeps each
+worker's own figures and the whole history, in time order. The terminal shows each
+worker's limit where there are several: their sum is a limit no process ever had."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) -> dict[str, Any] | None:
     """The summary's `concurrency`: None with a fixed --concurrency (no process adapted);
     else `endpoints` (url -> start, final, peak, max, increases, halvings by cause,
-    workers) and `history` (at_s: seconds since the run started; endpoint, worker, old,
-    new, why). `reports`: the processes' (`worker` "" for the controller's own)."""
+    workers, per_worker: worker -> start, final, peak) and `history` (at_s: seconds since
+    the run started; endpoint, worker, old, new, why). `reports`: the processes'
+    (`worker` "" for the controller's own)."""
     if not reports:
         return None
     endpoints: dict[str, dict[str, Any]] = {}
@@ -22,12 +24,28 @@ def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) ->
     for report in reports:
         url = report["endpoint"]
         entry = endpoints.setdefault(
-            url, {"start": 0, "final": 0, "peak": 0, "max": 0, "increases": 0, "halvings": {}, "workers": 0}
+            url,
+            {
+                "start": 0,
+                "final": 0,
+                "peak": 0,
+                "max": 0,
+                "increases": 0,
+                "halvings": {},
+                "workers": 0,
+                "per_worker": {},
+            },
         )
         changes = report["changes"]
+        peak = max([report["start"], *(new for _, _, new, _ in changes)])
         entry["start"] += report["start"]
         entry["final"] += report["final"]
-        entry["peak"] += max([report["start"], *(new for _, _, new, _ in changes)])
+        entry["peak"] += peak
+        entry["per_worker"][report.get("worker", "")] = {
+            "start": report["start"],
+            "final": report["final"],
+            "peak": peak,
+        }
         entry["max"] += report["max"]
         entry["workers"] += 1
         for at, old, new, why in changes:
@@ -51,7 +69,8 @@ def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) ->
 
 def concurrency_lines(summary: Mapping[str, Any] | None) -> list[str]:
     """One terminal line per endpoint:
-    `concurrency auto  http://h:8000/v1: 4 -> 12 (found), 3 halvings on 429`."""
+    `concurrency auto  http://h:8000/v1: 4 -> 12 (found), 3 halvings on 429`, under xdist
+    `...: 2 workers, limits 2 -> 3 and 2 -> 3 (found), 53 halvings on 429`."""
     if not summary:
         return []
     return [_line(url, entry) for url, entry in summary["endpoints"].items()]
@@ -72,6 +91,10 @@ def _line(url: str, entry: Mapping[str, Any]) -> str:
         said += [f"{n} on {why}" for why, n in others]
     else:
         said = ["no halvings"]
-    if entry["workers"] > 1:
-        said.append(f"over {entry['workers']} workers")
-    return f"concurrency auto  {url}: {entry['start']} -> {entry['final']} ({state}), {', '.join(said)}"
+    workers = entry.get("per_worker") or {}
+    if len(workers) > 1:
+        each = [f"{w['start']} -> {w['final']}" for _, w in sorted(workers.items())]
+        limits = f"{len(workers)} workers, limits {', '.join(each[:-1])} and {each[-1]}"
+    else:
+        limits = f"{entry['start']} -> {entry['final']}"
+    return f"concurrency auto  {url}: {limits} ({state}), {', '.join(said)}"

@@ -211,7 +211,9 @@ def test_the_summary_adds_up_workers_and_keeps_the_history_in_time_order() -> No
     assert summary == {
         "endpoints": {
             url: {"start": 4, "final": 5, "peak": 7, "max": 64, "increases": 5,
-                  "halvings": {"429": 1, "503": 1}, "workers": 2},
+                  "halvings": {"429": 1, "503": 1}, "workers": 2,
+                  "per_worker": {"gw0": {"start": 2, "final": 2, "peak": 3},
+                                 "gw1": {"start": 2, "final": 3, "peak": 4}}},
         },
         "history": [
             {"at_s": 0.5, "endpoint": url, "worker": "gw0", "old": 2, "new": 3, "why": "successes"},
@@ -224,8 +226,36 @@ def test_the_summary_adds_up_workers_and_keeps_the_history_in_time_order() -> No
         ],
     }  # fmt: skip
     assert concurrency_lines(summary) == [
-        "concurrency auto  http://h:8000/v1: 4 -> 5 (found), 1 halving on 429, 1 on 503, over 2 workers"
+        "concurrency auto  http://h:8000/v1: 2 workers, limits 2 -> 2 and 2 -> 3 (found), 1 halving on 429, "
+        "1 on 503"
     ]
+
+
+@pytest.mark.parametrize(
+    ("finals", "line"),
+    [
+        (
+            [3, 3],
+            "concurrency auto  http://h/v1: 2 workers, limits 4 -> 3 and 4 -> 3 (found), 53 halvings on 429",
+        ),
+        (
+            [1, 2, 3],
+            "concurrency auto  http://h/v1: 3 workers, limits 4 -> 1, 4 -> 2 and 4 -> 3 (found), "
+            "53 halvings on 429",
+        ),
+    ],
+)
+def test_several_workers_are_shown_each_with_its_own_limit(finals: list[int], line: str) -> None:
+    """Each worker adapts alone: their limits added up (4 -> 6 against a server that takes 3)
+    would claim a limit no process ever had."""
+    reports = [
+        {"endpoint": "http://h/v1", "worker": f"gw{i}", "start": 4, "final": final, "max": 32, "changes": []}
+        for i, final in enumerate(finals)
+    ]
+    summary = concurrency_summary(reports, started=0.0)
+    assert summary is not None
+    summary["endpoints"]["http://h/v1"]["halvings"] = {"429": 53}
+    assert concurrency_lines(summary) == [line]
 
 
 @pytest.mark.parametrize(
@@ -350,7 +380,8 @@ def test_a_run_with_concurrency_auto_finds_the_rate_limit(
         assert all((K + 1) // 2 <= peak <= K + 4 for peak in peaks.values()) and len(peaks) == 2, peaks
     else:
         assert all(K + 1 <= old <= K + 4 for old in found), found
-    result.stdout.fnmatch_lines([f"concurrency auto  {server.url}: 4 -> * (found), * on 429*"])
+    shown = "2 workers, limits * -> * and * -> * (found)" if workers else "4 -> * (found)"
+    result.stdout.fnmatch_lines([f"concurrency auto  {server.url}: {shown}, * on 429*"])
     print(f"refused {refused} of {served['total_requests']} requests; halved at {found}; peaks {peaks}")
 
 
