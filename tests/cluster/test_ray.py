@@ -2,7 +2,8 @@
 (`ray.init(address="local", num_cpus=2)`, CPU tasks: `--num-gpus 0`): its shards are Ray
 tasks running `python -m pytest ... --agenteval-shard I/N` against the package's test server
 (real sockets, counted requests), then `pytest-agenteval merge` on the driver. Ray is an
-optional extra (`pip install -e '.[ray]'`), not an oracle: without it these tests skip."""
+optional extra (`pip install -e '.[ray]'`, README command 2): without it these tests skip,
+and under AGENTEVAL_CI=1 fail (tests/_oracle.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,19 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.testing import FaultContext, OpenAITestServer, ServerConfig
+from tests._oracle import require_oracle
 from tests.cluster._recipes import ANSWERS, REPO, child_environment
 from tests.conftest import SUITE_FILE, TINY_PROBLEMS, read_results, write_jsonl
 
-pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (the Ray recipe's tests)")
+
+@pytest.fixture(scope="module", autouse=True)
+def _ray_installed() -> None:
+    """Before the module's other fixtures, which start Ray."""
+    if importlib.util.find_spec("ray") is None:
+        require_oracle(
+            "Ray is not installed: pip install -e '.[ray]' (README command 2; the Ray recipe's tests)"
+        )
+
 
 SCRIPT = REPO / "examples" / "ray" / "run_shards.py"
 GATE = "aime25.average_at_n >= 0.5"
