@@ -70,6 +70,48 @@ def test_auto_reads_the_slurm_array(folder: Path) -> None:
     assert (shard["index"], shard["count"], shard["items"]) == (1, 3, [NODE.format(p) for p in (1, 4, 7)])
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize(
+    ("env", "count", "index"),
+    [
+        # --array=0-6:2, task 6: (6 - 0) / 2 = shard 3 of 4
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "6",
+                "SLURM_ARRAY_TASK_COUNT": "4",
+                "SLURM_ARRAY_TASK_MIN": "0",
+                "SLURM_ARRAY_TASK_STEP": "2",
+            },
+            (),
+            3,
+        ),
+        # sbatch --array=2 resubmitted with the count: a one-task array, shard 2 of 4
+        (
+            {
+                "SLURM_ARRAY_TASK_ID": "2",
+                "SLURM_ARRAY_TASK_COUNT": "1",
+                "SLURM_ARRAY_TASK_MIN": "2",
+                "SLURM_ARRAY_TASK_STEP": "1",
+            },
+            ("--agenteval-shard-count=4",),
+            2,
+        ),
+    ],
+    ids=["stepped-array", "resubmitted-index"],
+)
+def test_auto_reads_a_stepped_or_resubmitted_slurm_task(
+    folder: Path, env: dict[str, str], count: tuple[str, ...], index: int, workers: str
+) -> None:
+    out = f"slurm-{index}-{workers}.jsonl"
+    done = run_pytest(
+        folder, *AIME, "--agenteval-shard=auto", *count, f"--agenteval-out={out}", "-n", workers, env=env
+    )
+    assert done.ret in (0, 1), done.out + done.err
+    shard = shard_of(folder, out)
+    items = [NODE.format(p) for p in range(index, 10, 4)]
+    assert (shard["index"], shard["count"], shard["items"]) == (index, 4, items)
+
+
 def test_auto_reads_a_kubernetes_indexed_job(folder: Path) -> None:
     done = run_pytest(
         folder,
