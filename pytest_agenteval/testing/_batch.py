@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -112,9 +112,24 @@ class _Batch:
 _STAMPS = ("in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled")
 
 
+def _error_payload(message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+
+
 def _error(status: int, message: str, code: str | None = None) -> web.Response:
-    payload = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
-    return web.json_response(payload, status=status)
+    return web.json_response(_error_payload(message, code), status=status)
+
+
+_Stored = TypeVar("_Stored")
+
+
+def _by_id(table: dict[str, _Stored], kind: str, request: web.Request) -> _Stored:
+    """The File or Batch the path's {id} names; else OpenAI's 404, raised (aiohttp sends it)."""
+    stored = table.get(request.match_info["id"])
+    if stored is None:
+        message = f"No such {kind} object: {request.match_info['id']}"
+        raise web.HTTPNotFound(text=json.dumps(_error_payload(message)), content_type="application/json")
+    return stored
 
 
 class BatchService:
@@ -196,15 +211,10 @@ class BatchService:
         return web.json_response(stored.entry())
 
     async def _file(self, request: web.Request) -> web.Response:
-        stored = self.files.get(request.match_info["id"])
-        if stored is None:
-            return _error(404, f"No such File object: {request.match_info['id']}")
-        return web.json_response(stored.entry())
+        return web.json_response(_by_id(self.files, "File", request).entry())
 
     async def _content(self, request: web.Request) -> web.Response:
-        stored = self.files.get(request.match_info["id"])
-        if stored is None:
-            return _error(404, f"No such File object: {request.match_info['id']}")
+        stored = _by_id(self.files, "File", request)
         return web.Response(body=stored.content, content_type="application/octet-stream")
 
     # -- batches -------------------------------------------------------------------------
@@ -236,19 +246,14 @@ class BatchService:
         return web.json_response(batch.entry())
 
     async def _retrieve(self, request: web.Request) -> web.Response:
-        batch = self.batches.get(request.match_info["id"])
-        if batch is None:
-            return _error(404, f"No such Batch object: {request.match_info['id']}")
-        return web.json_response(batch.entry())
+        return web.json_response(_by_id(self.batches, "Batch", request).entry())
 
     async def _list(self, request: web.Request) -> web.Response:
         data = [b.entry() for b in reversed(self.batches.values())]
         return web.json_response({"object": "list", "data": data, "has_more": False})
 
     async def _cancel(self, request: web.Request) -> web.Response:
-        batch = self.batches.get(request.match_info["id"])
-        if batch is None:
-            return _error(404, f"No such Batch object: {request.match_info['id']}")
+        batch = _by_id(self.batches, "Batch", request)
         if batch.status in TERMINAL:
             return _error(409, f"Cannot cancel a batch with status {batch.status!r}")
         batch.cancel = True

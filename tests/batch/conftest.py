@@ -41,6 +41,27 @@ def metrics(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k not in RUN_FIELDS}
 
 
+def run_against(
+    pytester: pytest.Pytester, server: Any, *args: str, cache: str, out: str
+) -> tuple[pytest.RunResult, dict[str, Any]]:
+    """pytest in a subprocess with `server` as the model (its batches polled every 0.05 s), the
+    cache folder `cache` and the results file `out`; the result and the summary ({} if none)."""
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--endpoint={server.url}",
+        "--model-name=mock-model",
+        "--model-revision=test",
+        f"--agenteval-cache-dir={pytester.path / cache}",
+        f"--agenteval-out={pytester.path / out}",
+        "--batch-poll-interval=0.05",
+        *args,
+    )
+    path = pytester.path / out
+    summaries = read_results(path)[1] if path.exists() else []
+    return result, (summaries[0] if summaries else {})
+
+
 @pytest.fixture
 def aime_run(pytester: pytest.Pytester) -> Callable[..., tuple[pytest.RunResult, dict[str, Any]]]:
     """Run the tiny AIME suite in text-only mode against `server`; returns the result and the summary."""
@@ -48,23 +69,8 @@ def aime_run(pytester: pytest.Pytester) -> Callable[..., tuple[pytest.RunResult,
     data = write_jsonl(pytester.path / "tiny_aime.jsonl", TINY_PROBLEMS)
 
     def run(server: Any, *args: str, cache: str = "cache", out: str = "r.jsonl") -> tuple[Any, dict]:
-        result = pytester.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            f"--endpoint={server.url}",
-            "--model-name=mock-model",
-            "--model-revision=test",
-            f"--dataset-path={data}",
-            "--mode=text-only",
-            "--val-n=2",
-            f"--agenteval-cache-dir={pytester.path / cache}",
-            f"--agenteval-out={pytester.path / out}",
-            "--batch-poll-interval=0.05",
-            *args,
-        )
-        path = pytester.path / out
-        summaries = read_results(path)[1] if path.exists() else []
-        return result, (summaries[0] if summaries else {})
+        aime = (f"--dataset-path={data}", "--mode=text-only", "--val-n=2")
+        return run_against(pytester, server, *aime, *args, cache=cache, out=out)
 
     return run
 

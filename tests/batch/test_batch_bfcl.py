@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.testing import BatchConfig
-from tests.batch.conftest import ledger, metrics
-from tests.conftest import read_results
+from tests.batch.conftest import ledger, metrics, run_against
 
 pytest.importorskip("tree_sitter", reason="BFCL java/javascript decoding needs: pip install -e '.[bfcl]'")
 
@@ -28,19 +27,7 @@ XDIST = [pytest.param((), id="one-process"), pytest.param(("-n", "2"), id="xdist
 
 
 def run(pytester: pytest.Pytester, server: Any, *args: str, out: str) -> tuple[pytest.RunResult, dict]:
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        f"--endpoint={server.url}",
-        "--model-name=mock-model",
-        "--model-revision=test",
-        f"--agenteval-cache-dir={pytester.path / out}-cache",
-        f"--agenteval-out={out}",
-        "--batch-poll-interval=0.05",
-        *args,
-    )
-    path = pytester.path / out
-    return result, (read_results(path)[1][0] if path.exists() else {})
+    return run_against(pytester, server, *args, cache=f"{out}-cache", out=out)
 
 
 @pytest.mark.parametrize("workers", XDIST)

@@ -84,6 +84,15 @@ def run_shards(project: Path, results: Path, *args: str, **environ: str) -> subp
     )
 
 
+def run_two_cpu_shards(
+    project: Path, results: Path, url: str, cache: Path, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """The tiny suite against `url` in two shards, Ray tasks on CPUs (`--num-gpus 0`)."""
+    return run_shards(
+        project, results, "--shards", "2", "--num-gpus", "0", "--", *shard_args(url, cache, *more)
+    )
+
+
 def metrics(summary: dict[str, Any]) -> dict[str, Any]:
     return {name: summary.get(name) for name in METRICS}
 
@@ -95,16 +104,7 @@ def solved(problems: list[dict[str, Any]]) -> dict[int, int]:
 def test_shards_run_as_ray_tasks_and_merge_to_the_unsharded_runs_numbers(project: Path) -> None:
     results = project.parent / "results"
     with OpenAITestServer(ServerConfig(answers=ANSWERS, answer="no idea")) as server:
-        ray_run = run_shards(
-            project,
-            results,
-            "--shards",
-            "2",
-            "--num-gpus",
-            "0",
-            "--",
-            *shard_args(server.url, project / "c1"),
-        )
+        ray_run = run_two_cpu_shards(project, results, server.url, project / "c1")
         ray_requests = len(server.requests)
         plain = run_python(
             [
@@ -143,16 +143,7 @@ def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(project
     results = project.parent / "results"
     config = ServerConfig(answers=ANSWERS, answer="no idea", fault_plan=first_attempt_of_problem_2_fails)
     with OpenAITestServer(config) as server:
-        completed = run_shards(
-            project,
-            results,
-            "--shards",
-            "2",
-            "--num-gpus",
-            "0",
-            "--",
-            *shard_args(server.url, project / "cache", "--max-attempts=1"),
-        )
+        completed = run_two_cpu_shards(project, results, server.url, project / "cache", "--max-attempts=1")
         outcomes = [request["outcome"] for request in server.requests]
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (len(outcomes), outcomes.count("500")) == (10, 2)

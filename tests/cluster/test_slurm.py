@@ -135,6 +135,13 @@ def job_env(server: OpenAITestServer, dataset: Path, folder: Path, **more: str) 
     }
 
 
+def submit_four_shards_and_merge(cluster: SlurmCluster, folder: Path, env: dict[str, str]) -> tuple[str, str]:
+    """agenteval.sbatch as a four-task array, and merge.sbatch to run once they all ended: the job ids."""
+    array = cluster.sbatch(EXAMPLES / "agenteval.sbatch", "--array=0-3", *ONE_CORE, cwd=folder, env=env)
+    merge = cluster.sbatch(EXAMPLES / "merge.sbatch", f"--dependency=afterany:{array}", cwd=folder, env=env)
+    return array, merge
+
+
 def summary(path: Path) -> dict[str, Any]:
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     (only,) = [line for line in lines if line["type"] == "summary"]
@@ -159,12 +166,7 @@ def test_an_sbatch_array_of_four_shards_merges_into_the_unsharded_summary(
 ) -> None:
     env = job_env(server, dataset, tmp_path)
     before = len(server.requests)
-    array = slurm_cluster.sbatch(
-        EXAMPLES / "agenteval.sbatch", "--array=0-3", *ONE_CORE, cwd=tmp_path, env=env
-    )
-    merge = slurm_cluster.sbatch(
-        EXAMPLES / "merge.sbatch", f"--dependency=afterany:{array}", cwd=tmp_path, env=env
-    )
+    array, merge = submit_four_shards_and_merge(slurm_cluster, tmp_path, env)
     tasks = slurm_cluster.wait([array, merge], tmp_path)
 
     files = [tmp_path / "results" / f"shard-{i}.jsonl" for i in range(4)]
@@ -204,12 +206,7 @@ def test_a_cancelled_task_resubmitted_alone_requests_only_what_it_had_not_finish
     before = len(server.requests)
     hanging_model.hanging.set()
     try:
-        array = slurm_cluster.sbatch(
-            EXAMPLES / "agenteval.sbatch", "--array=0-3", *ONE_CORE, cwd=tmp_path, env=env
-        )
-        merge = slurm_cluster.sbatch(
-            EXAMPLES / "merge.sbatch", f"--dependency=afterany:{array}", cwd=tmp_path, env=env
-        )
+        array, merge = submit_four_shards_and_merge(slurm_cluster, tmp_path, env)
         stuck = wait_for_the_hung_task(slurm_cluster, server, hanging_model, array, before, tmp_path)
         slurm_cluster.scancel(f"{array}_{stuck}")  # as its time limit or a preemption would
         tasks = slurm_cluster.wait([array, merge], tmp_path)

@@ -21,29 +21,10 @@ from pytest_agenteval.config.options import OPTIONS
 from pytest_agenteval.plugin import hosts
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
+from tests.core._worker_recorder import worker_recorder
 
 OTHER_HOST = "127.0.0.2"  # loopback, but another name: xdist and we see another machine
 SOCKET_SERVER = Path(execnet.__file__).parent / "script" / "socketserver.py"
-
-RECORDER = """
-import json, os
-from pathlib import Path
-from pytest_agenteval.plugin.hooks import RUNTIME
-
-
-def pytest_sessionfinish(session):
-    config = session.config
-    if not hasattr(config, "workerinput"):
-        return
-    runtime = config.stash[RUNTIME]
-    Path(OUT, config.workerinput["workerid"] + ".json").write_text(json.dumps({
-        "cwd": os.getcwd(),
-        "dataset_path": runtime.settings.dataset_path,
-        "cache_dir": str(runtime.cache_dir),
-        "concurrency": runtime.concurrency,
-        "sandbox_workers": runtime.sandbox_workers,
-    }))
-"""
 
 
 def _spec(text: str) -> execnet.XSpec:
@@ -154,7 +135,7 @@ def test_workers_in_other_directories_and_on_another_host(
     (controller / "data").mkdir()
     write_jsonl(controller / "data" / "tiny.jsonl", TINY_PROBLEMS)
     seen = tmp_path_factory.mktemp("seen")
-    aime_suite.makeconftest(f"OUT = {str(seen)!r}\n" + RECORDER)
+    aime_suite.makeconftest(worker_recorder(seen))
     first, second = tmp_path_factory.mktemp("worker-a"), tmp_path_factory.mktemp("worker-b")
     relative = ("--dataset-path=data/tiny.jsonl", "--agenteval-cache-dir=cache")  # as a user types them
     with OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as server:

@@ -26,32 +26,13 @@ import pytest_agenteval
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests._oracle import require_oracle
 from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
+from tests.core._worker_recorder import worker_recorder
 
 SUITE = Path(__file__).resolve().parents[2] / "suites" / "aime25" / "test_aime25.py"
 PACKAGE = Path(pytest_agenteval.__file__).parent  # this checkout's code, rsynced to the workers
 HOST = "agenteval-sshd"  # the Host entry of the generated ssh_config
 PRIVSEP_DIR = Path("/run/sshd")  # sshd refuses to start without it (Debian's service makes it)
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-
-RECORDER = """
-import json, os
-from pathlib import Path
-import pytest_agenteval
-from pytest_agenteval.plugin.hooks import RUNTIME
-
-
-def pytest_sessionfinish(session):
-    config = session.config
-    if not hasattr(config, "workerinput"):
-        return
-    runtime = config.stash[RUNTIME]
-    Path(OUT, config.workerinput["workerid"] + ".json").write_text(json.dumps({
-        "cwd": os.getcwd(),
-        "package": pytest_agenteval.__file__,
-        "dataset_path": runtime.settings.dataset_path,
-        "cache_dir": str(runtime.cache_dir),
-    }))
-"""
 
 
 @dataclass(frozen=True)
@@ -150,7 +131,7 @@ def test_ssh_workers_run_elsewhere_and_share_the_cache(
     suite = pytester.mkdir("suites") / "aime25"
     suite.mkdir()
     (suite / SUITE.name).write_text(SUITE.read_text(encoding="utf-8"), encoding="utf-8")
-    (suite / "conftest.py").write_text(f"OUT = {str(seen)!r}\n" + RECORDER, encoding="utf-8")
+    (suite / "conftest.py").write_text(worker_recorder(seen), encoding="utf-8")
     shared = tmp_path_factory.mktemp("shared")  # storage both "machines" mount
     data = write_jsonl(shared / "aime25.jsonl", TINY_PROBLEMS)
     elsewhere = tmp_path_factory.mktemp("ssh-worker")  # the workers' folder on the other "host"

@@ -34,28 +34,19 @@ def _env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def run_pytest(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> Done:
+def _run_python(folder: Path, args: Sequence[str], env: Mapping[str, str] | None) -> Done:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
-        cwd=folder,
-        env=_env(env),
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, *args], cwd=folder, env=_env(env), capture_output=True, text=True, timeout=600
     )
     return Done(done.returncode, done.stdout, done.stderr)
+
+
+def run_pytest(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> Done:
+    return _run_python(folder, ["-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", *args], env)
 
 
 def merge_run(folder: Path, *args: str, env: Mapping[str, str] | None = None) -> Done:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest_agenteval", "merge", *args],
-        cwd=folder,
-        env=_env(env),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return Done(done.returncode, done.stdout, done.stderr)
+    return _run_python(folder, ["-m", "pytest_agenteval", "merge", *args], env)
 
 
 def aime_replay(
