@@ -9,16 +9,17 @@ record at a time, to write the merged file. Each refusal is one line, exit statu
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from pytest_agenteval.api.records import ProblemRecord, problem_from_dict, without_texts
+from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, problem_from_dict, without_texts
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output import ci, terminal
@@ -151,6 +152,10 @@ def run_merge(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.compare) if args.compare else None
     merged = read_shards(args.shards)
     first = check_shards(merged.shards)
+    for checked in merged.shards:  # the node ids were for the checks: two per problem, let go
+        checked.records.clear()
+        for summary in checked.summaries:
+            summary["shard"]["items"] = []
     shard = first.shard
     tolerance = args.tolerance if args.tolerance is not None else first.config.get("compare_tolerance", 0.0)
     settings = settings_from(
@@ -220,26 +225,95 @@ def _finish(
 def _records(
     merged: Merged, lines: ShardLines
 ) -> tuple[dict[str, list[ProblemRecord]], Callable[[Sequence[ProblemRecord]], StoredRecords]]:
-    """Each suite's records without texts, in dataset order, and how to read them whole."""
+    """Each suite's records, packed (`PackedProblem`), in dataset order, and how to read
+    them whole."""
     by_suite: dict[str, list[ProblemRecord]] = {}
-    keys: dict[int, tuple[int, int, int]] = {}
     for name, entries in sorted(merged.packed.items()):
         records = []
         for packed, key in entries:
             data = unpack_record(packed)
             suite = suite_by_name(name, Path(str(data.get("nodeid", "")).split("::")[0]))
-            record = problem_from_dict(data, suite.score_fields)
-            keys[id(record)] = key
-            records.append(record)
+            records.append(PackedProblem(packed, key, data, suite.score_fields))
+        entries.clear()  # each packed line is now its record's
         by_suite[name] = sorted(records, key=lambda r: r.index)
 
     def whole(records: Sequence[ProblemRecord]) -> StoredRecords:
         def decode(data: Mapping[str, Any]) -> ProblemRecord:
             return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
 
-        return StoredRecords(lines, [keys[id(r)] for r in records], decode)  # type: ignore[arg-type]
+        keys = [r.key for r in records]  # type: ignore[attr-defined]
+        return StoredRecords(lines, keys, decode)  # type: ignore[arg-type]
 
     return by_suite, whole
+
+
+class PackedProblem(ProblemRecord):
+    """A problem record kept packed (its line without texts, pickled and compressed,
+    `pack_record`): what the summary filters on (ids, counts, completeness) at hand, its
+    generations unpacked each time they are read and dropped after, so a merge holds
+    ~1 KB per problem of 16 generations, not the ~19 KB of the unpacked records."""
+
+    def __init__(
+        self, packed: bytes, key: tuple[int, int, int], data: Mapping[str, Any], score_fields: tuple[str, ...]
+    ) -> None:
+        count = len(data["generations"])
+        correct = sum(bool(g.get("correct")) for g in data["generations"])
+        values = {
+            "suite": data["suite"],
+            "problem_id": data["problem_id"],
+            "index": int(data["index"]),
+            "val_n": int(data["val_n"]),
+            "error": data.get("error"),
+            "nodeid": data.get("nodeid", ""),
+            "key": key,  # where its whole line is, in the shard files
+            "_packed": packed,
+            "_fields": score_fields,
+            "_counts": (count, correct),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _unpacked(self) -> ProblemRecord:
+        return _unpacked(self._packed, self._fields)  # type: ignore[attr-defined]
+
+    @property
+    def generations(self) -> Sequence[GenerationRecord]:  # type: ignore[override]
+        return _Generations(self)
+
+    @property
+    def num_correct(self) -> int:
+        return self._counts[1]  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and self._counts[0] == self.val_n  # type: ignore[attr-defined]
+
+    problem = property(lambda self: self._unpacked().problem)  # type: ignore[assignment]
+    ground_truth = property(lambda self: self._unpacked().ground_truth)
+    markers = property(lambda self: self._unpacked().markers)  # type: ignore[assignment]
+    prompt_hash = property(lambda self: self._unpacked().prompt_hash)  # type: ignore[assignment]
+    extra = property(lambda self: self._unpacked().extra)  # type: ignore[assignment]
+
+
+class _Generations(Sequence[GenerationRecord]):
+    """A packed record's generations: their count at hand, the records unpacked when read."""
+
+    def __init__(self, record: PackedProblem) -> None:
+        self._record = record
+
+    def __len__(self) -> int:
+        return self._record._counts[0]  # type: ignore[attr-defined, no-any-return]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._record._unpacked().generations[index]
+
+    def __iter__(self) -> Iterator[GenerationRecord]:
+        return iter(self._record._unpacked().generations)
+
+
+@functools.lru_cache(maxsize=4)  # a metric reading one record's generations twice unpacks them once
+def _unpacked(packed: bytes, score_fields: tuple[str, ...]) -> ProblemRecord:
+    return problem_from_dict(unpack_record(packed), score_fields)
 
 
 def _ci_outputs(
