@@ -7,6 +7,7 @@ at once while a real merge of real shards runs in this process."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,13 @@ def test_a_merge_never_holds_more_than_a_few_problems_generations(
     monkeypatch.setattr(merge, "problem_from_dict", followed(merge.problem_from_dict))
     if hasattr(merge, "_unpacked"):  # the packed records' own reader
         monkeypatch.setattr(merge, "_unpacked", followed(merge._unpacked))
+    handed: list[Any] = []
+    write_junit = merge.ci.write_junit
+    monkeypatch.setattr(
+        merge.ci,
+        "write_junit",
+        lambda path, items, *rest: write_junit(path, handed.append(items) or items, *rest),
+    )
     monkeypatch.chdir(shards)
     status = merge.main(["s0.jsonl", "s1.jsonl", "-o", "merged.jsonl", "--junitxml=merged.xml"])
 
@@ -84,6 +92,8 @@ def test_a_merge_never_holds_more_than_a_few_problems_generations(
     assert (status, len(problems), summaries[0]["problems"]) == (1, PROBLEMS, PROBLEMS - 1)
     assert most <= BOUND * SAMPLES  # the unbounded merge held every problem's at once
     assert made > 3 * PROBLEMS  # yet read many times over: the summary's passes, the file, JUnit
+    assert not isinstance(handed[0], Sequence)  # JUnit gets one record's line at a time, not a list
+    assert (shards / "merged.xml").read_text().count("<testcase ") == PROBLEMS
 
 
 RECORD = {
