@@ -32,9 +32,7 @@ from pytest_agenteval.output.results import ResultsFile, StoredRecords
 from pytest_agenteval.output.summary import (
     RunFacts,
     harness_usage,
-    pack_record,
     suite_summary,
-    unpack_record,
 )
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
@@ -85,14 +83,15 @@ class ShardLines:
 
 @dataclass
 class Merged:
-    """What the shards hold: per suite, the packed records and their keys."""
+    """What the shards hold: per suite, the packed records."""
 
     shards: list[ShardFile]
-    packed: dict[str, list[tuple[bytes, tuple[int, int, int]]]] = field(default_factory=dict)
+    packed: dict[str, list[PackedProblem]] = field(default_factory=dict)
 
 
 def read_shards(paths: Sequence[Path]) -> Merged:
-    """One pass over each file: the summaries whole, each problem line packed."""
+    """One pass over each file: the summaries whole, each problem line packed
+    (`PackedProblem`)."""
     merged = Merged([])
     for number, path in enumerate(paths):
         shard = ShardFile(path)
@@ -111,9 +110,9 @@ def read_shards(paths: Sequence[Path]) -> Merged:
                 elif data is not None and data.get("type") == "problem":
                     shard.records.append(str(data.get("nodeid", "")))  # checked against its items
                     key = (number, offset, len(line))
-                    merged.packed.setdefault(data["suite"], []).append(
-                        (pack_record(without_texts(data)), key)
-                    )
+                    suite = suite_by_name(data["suite"], Path(str(data.get("nodeid", "")).split("::")[0]))
+                    record = problem_from_dict(without_texts(data), suite.score_fields)
+                    merged.packed.setdefault(data["suite"], []).append(PackedProblem(record, key))
                 offset += len(line)
         merged.shards.append(shard)
     return merged
@@ -230,14 +229,9 @@ def _records(
     """Each suite's records, packed (`PackedProblem`), in dataset order, and how to read
     them whole."""
     by_suite: dict[str, list[ProblemRecord]] = {}
-    for name, entries in sorted(merged.packed.items()):
-        records = []
-        for packed, key in entries:
-            data = unpack_record(packed)
-            suite = suite_by_name(name, Path(str(data.get("nodeid", "")).split("::")[0]))
-            records.append(PackedProblem(problem_from_dict(data, suite.score_fields), key))
-        entries.clear()  # each packed line is now its record's
+    for name, records in sorted(merged.packed.items()):
         by_suite[name] = sorted(records, key=lambda r: r.index)
+        records.clear()
 
     def whole(records: Sequence[ProblemRecord]) -> StoredRecords:
         def decode(data: Mapping[str, Any]) -> ProblemRecord:
