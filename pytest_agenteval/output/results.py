@@ -299,16 +299,22 @@ def incomplete_reason(items: int, errored: int, missing: int, interrupted: bool)
 
 
 def token_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
-    """The run's tokens: the sum of the requests' usage (a request of `n` samples once)."""
-    counted = [counted_tokens(g.rollout) for r in records for g in r.generations]
-    return {"prompt": sum(p for p, _ in counted), "completion": sum(c for _, c in counted)}
+    """The run's tokens: the sum of the requests' usage (a request of `n` samples once).
+    One generation at a time: a merge's records unpack theirs when read."""
+    prompt = completion = 0
+    for record in records:
+        for generation in record.generations:
+            p, c = counted_tokens(generation.rollout)
+            prompt, completion = prompt + p, completion + c
+    return {"prompt": prompt, "completion": completion}
 
 
 def request_totals(records: Sequence[ProblemRecord]) -> dict[str, int]:
-    generations = [g for r in records for g in r.generations]
-    return {
-        "generations": len(generations),  # of every record, errored ones too (the cache line's)
-        "attempts": sum(g.rollout.attempts for g in generations),
-        "retries": sum(g.rollout.retries for g in generations),
-        "cached_generations": sum(g.rollout.cached for g in generations),
-    }
+    totals = {"generations": 0, "attempts": 0, "retries": 0, "cached_generations": 0}
+    for record in records:  # of every record, errored ones too (the cache line's)
+        for generation in record.generations:  # one at a time, as token_totals
+            totals["generations"] += 1
+            totals["attempts"] += generation.rollout.attempts
+            totals["retries"] += generation.rollout.retries
+            totals["cached_generations"] += generation.rollout.cached
+    return totals
