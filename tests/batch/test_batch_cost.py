@@ -97,3 +97,24 @@ def test_the_batch_prices_a_prices_file_gives_are_the_ones_billed(
     rows = generations(pytester.path / "r.jsonl")
     assert summary["cost"]["usd"] == usd(rows, 0.25, 0.5) > 0
     assert summary["cost"]["prices"]["mock-model"]["batch_input"] == 0.25
+
+
+@pytest.mark.parametrize("workers", XDIST)
+def test_an_estimate_through_a_batch_projects_the_batch_price_and_nothing_from_the_cache(
+    pytester: pytest.Pytester, aime_run, agenteval_openai_server_factory, workers
+) -> None:
+    server = agenteval_openai_server_factory(answers=ANSWERS, answer=DEFAULT_ANSWER)
+    args = (prices(pytester.path, LIVE), "--batch", "--estimate", "--estimate-sample=2", *workers)
+    result, summary = aime_run(server, *args)
+    assert result.ret == 0
+    rows = generations(pytester.path / "r.jsonl")
+    assert len(rows) == 4 and all(g["via"] == "batch" for g in rows)
+    assert (summary["cost"]["usd"], summary["cost"]["usd_from_cache"]) == (usd(rows, 0.5, 1.0), 0.0)
+    per_item = [round(a["cost_usd"] + b["cost_usd"], 9) for a, b in zip(rows[::2], rows[1::2], strict=True)]
+    projected = f"${sum(per_item) / 2 * 4:.6f}"
+    result.stdout.fnmatch_lines(
+        [
+            f"estimate aime25: * {projected}, for all 4 selected items "
+            "(the mean of 2 sample items, 0 of them from the cache, x 4)"
+        ]
+    )
