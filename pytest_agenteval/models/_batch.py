@@ -35,7 +35,7 @@ MAX_FILE_BYTES = 1 << 40  # an output file is read line by line: its size is no 
 
 
 Say = Callable[[str], None]
-Store = Callable[[str, list[Completion], "int | None"], None]  # custom_id, completions, n
+Store = Callable[[str, list[Completion], "int | None", str], None]  # custom_id, completions, n, batch id
 
 
 class BatchError(Exception):
@@ -266,13 +266,13 @@ async def collect(client: BatchClient, state: BatchState, store: Store) -> Colle
     for file_id in (state.output_file_id, state.error_file_id):
         if file_id:
             async for row in client.rows(file_id):
-                _sort(row, choices.get(row["custom_id"]), result, store)
+                _sort(row, choices.get(row["custom_id"]), result, store, state.id)
     seen = {*result.answered, *result.again, *result.refused}
     result.again.extend(custom_id for custom_id in choices if custom_id not in seen)  # in no file
     return result
 
 
-def _sort(row: Mapping[str, Any], n: int | None, result: Collected, store: Store) -> None:
+def _sort(row: Mapping[str, Any], n: int | None, result: Collected, store: Store, batch_id: str) -> None:
     custom_id, response, error = row["custom_id"], row.get("response") or {}, row.get("error") or {}
     status = int(response.get("status_code") or 0)
     if status == 200:
@@ -284,7 +284,7 @@ def _sort(row: Mapping[str, Any], n: int | None, result: Collected, store: Store
         if n is not None and len(completions) < n:  # a server that ignores n: the live run asks
             result.refused[custom_id] = f"{len(completions)} of n={n} choices"
             return
-        store(custom_id, completions, n)
+        store(custom_id, completions, n, batch_id)
         result.answered.append(custom_id)
     elif error.get("code") in NOT_RUN or status == 429 or status >= 500 or not status:
         result.again.append(custom_id)

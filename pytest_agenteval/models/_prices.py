@@ -7,6 +7,8 @@ read); `--prices FILE`, of the same shape, overrides or adds models:
     input = 0.15           # USD per 1M prompt tokens
     cached_input = 0.075   # USD per 1M prompt tokens the provider served from its prompt cache
     output = 0.6           # USD per 1M completion tokens
+    batch_input = 0.075    # optional: the Batch API's prices (--batch); else BATCH_PRICE_RULE
+    batch_output = 0.3
     source = "https://openai.com/api/pricing"
     date = "2026-12-02"
 
@@ -29,8 +31,21 @@ except ModuleNotFoundError:  # Python 3.10: tomli, which pytest itself requires 
     import tomli as tomllib  # type: ignore[no-redef]
 
 PER_TOKENS = 1_000_000
-KNOWN_KEYS = ("input", "output", "cached_input", "source", "date")
+KNOWN_KEYS = ("input", "output", "cached_input", "batch_input", "batch_output", "source", "date")
+PRICE_KEYS = ("input", "output", "cached_input", "batch_input", "batch_output")
 USD_DIGITS = 9  # nano-dollars: sums of many small costs stay exact enough to read
+BATCH_DISCOUNT = 0.5
+BATCH_PRICE_RULE = (
+    "a generation answered by this run's --batch is billed at the model's batch_input/batch_output "
+    "price, else at 0.5 x its input/output price (cached prompt tokens: 0.5 x cached_input)"
+)
+
+
+def format_usd(amount: float) -> str:
+    """A USD amount as every line prints one: `$0.000060`, six decimals (a millionth of a
+    dollar); a positive amount below that reads `<$0.000001`, not `$0.000000`."""
+    printed = f"${amount:.6f}"
+    return "<$0.000001" if amount > 0 and printed == "$0.000000" else printed
 
 
 class PriceError(ValueError):
@@ -45,6 +60,8 @@ class Price:
     cached_input: float | None = None  # USD per 1M cached prompt tokens; None: billed as input
     source: str = ""
     date: str = ""
+    batch_input: float | None = None  # the Batch API's; None: BATCH_DISCOUNT x input
+    batch_output: float | None = None  # the Batch API's; None: BATCH_DISCOUNT x output
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
         """USD of one request's (or generation's) tokens. Cached prompt tokens are part of
@@ -58,11 +75,22 @@ class Price:
         ) / PER_TOKENS
         return round(usd, USD_DIGITS)
 
+    def batch_price(self) -> Price:
+        """The prices a Batch API request is billed at (BATCH_PRICE_RULE)."""
+        half = BATCH_DISCOUNT
+        return Price(
+            model=self.model,
+            input=self.batch_input if self.batch_input is not None else self.input * half,
+            output=self.batch_output if self.batch_output is not None else self.output * half,
+            cached_input=None if self.cached_input is None else self.cached_input * half,
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "input": self.input,
             "cached_input": self.cached_input,
             "output": self.output,
+            **{k: getattr(self, k) for k in ("batch_input", "batch_output") if getattr(self, k) is not None},
             "source": self.source,
             "date": self.date,
         }
@@ -95,7 +123,7 @@ def _price(name: str, entry: Any, defaults: Mapping[str, str], origin: str) -> P
         if key not in entry:
             raise PriceError(f"{where} has no {key} price; add {key} = USD per 1M tokens")
     numbers = {}
-    for key in ("input", "output", "cached_input"):
+    for key in PRICE_KEYS:
         if key not in entry:
             continue
         value = entry[key]
@@ -115,6 +143,8 @@ def _price(name: str, entry: Any, defaults: Mapping[str, str], origin: str) -> P
         input=numbers["input"],
         output=numbers["output"],
         cached_input=numbers.get("cached_input"),
+        batch_input=numbers.get("batch_input"),
+        batch_output=numbers.get("batch_output"),
         source=str(entry.get("source", defaults.get("source", ""))),
         date=str(entry.get("date", defaults.get("date", ""))),
     )

@@ -24,10 +24,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import RequestCollected, collecting_requests, note_served
+from pytest_agenteval.api.sampler import RequestCollected, collecting_requests, note_served, served_by
 from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
 
 KEY_LENGTH = 64  # hex sha256
+# This run's token under --batch (plugin/batching.py; the same on every xdist worker): an
+# entry a batch stored in this run carries it, and reads as paid by this run (`via: batch`),
+# not as a cache hit; a later run, with another token, reads it as a cache hit.
+_batch_run: str | None = None
+
+
+def set_batch_run(token: str | None) -> None:
+    global _batch_run
+    _batch_run = token
+
+
+def batch_run() -> str | None:
+    return _batch_run
 
 
 def _digest(payload: Any) -> str:
@@ -265,6 +278,16 @@ class CachingSampler:
 
     def _hit(self, data: Mapping[str, Any]) -> Completion:
         completion = _completion_from_dict(data)
+        batch = data.get("batch")
+        if isinstance(batch, Mapping):  # a batch answered it: billed at the batch price
+            this_run = _batch_run is not None and batch.get("run") == _batch_run
+            if this_run:  # paid by this run, not an earlier one's cache hit
+                completion = dataclasses.replace(completion, cached=False)
+            seen = served_by.get()
+            if seen is not None and self._records_served:
+                seen.update(
+                    {"batch_id": str(batch.get("id") or ""), **({"via": "batch"} if this_run else {})}
+                )
         if self._records_served:  # what generated it then, recorded as a fresh reply's would be
             note_served(completion)
         return completion
@@ -295,13 +318,13 @@ class CachingSampler:
         """The cache key of `complete_n(messages, params, n)`."""
         return self.cache.completion_key({**self._model_key, "n": n}, messages, params, None)
 
-    def store(self, key: str, completions: Sequence[Completion], n: int | None) -> None:
+    def store(self, key: str, completions: Sequence[Completion], n: int | None, batch_id: str = "") -> None:
         """Cache what a request answered elsewhere (a batch): one completion under a
-        `chat_key`, or the `n` of an `n_key`."""
-        if n is None:
-            self.cache.put(key, _completion_to_dict(completions[0]))
-        else:
-            self.cache.put(key, [_completion_to_dict(c) for c in completions[:n]])
+        `chat_key`, or the `n` of an `n_key`, each marked with the batch and this run."""
+        marked = [
+            {**_completion_to_dict(c), "batch": {"id": batch_id, "run": _batch_run}} for c in completions
+        ]
+        self.cache.put(key, marked[0] if n is None else marked[:n])
 
     def _collect(self, key: str, body: Any) -> None:
         """While --batch gathers requests (`collecting_requests`), a miss is recorded and

@@ -9,7 +9,15 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord, counted_usage
-from pytest_agenteval.models._prices import USD_DIGITS, Price, billed_name, load_prices, price_for
+from pytest_agenteval.models._prices import (
+    BATCH_PRICE_RULE,
+    USD_DIGITS,
+    Price,
+    billed_name,
+    format_usd,
+    load_prices,
+    price_for,
+)
 
 BUDGET_ERROR = "BudgetExceeded"  # the type named in an item's error when the budget stopped it
 DEVICE_SECONDS_HOW = (
@@ -81,6 +89,8 @@ def price_generation(
             int(generation.get("prompt_tokens") or 0), generation.get("completion_tokens"), generation
         )
         price = price_for(prices, run_name, generation.get("reply_model"))
+        if price is not None and generation.get("batch_id"):  # a batch answered it (this run's or cached)
+            price = price.batch_price()
         generation["cost_usd"] = _tokens_cost(price, prompt, completion, _cached_tokens(generation))
     if devices is not None and "cost_usd" not in generation:
         generation["device_seconds"] = round(float(generation.get("latency_s") or 0.0) * devices, 3)
@@ -132,15 +142,18 @@ def cost_summary(
     run_name = billed_as  # models/_prices.billed_name of the run's model; None: device time
     by_model: dict[str, dict[str, Any]] = {}
     by_judge: dict[str, dict[str, Any]] = {}
-    usd = cached_usd = 0.0
+    usd = cached_usd = batched_usd = 0.0
+    batched = 0
     for record in records:
         for generation in record.generations:
             rollout = generation.rollout
             extra = rollout.extra
             cost = extra.get("cost_usd")
+            batched += extra.get("via") == "batch"
             if isinstance(cost, int | float):
                 usd += cost
                 cached_usd += cost if rollout.cached else 0.0
+                batched_usd += cost if extra.get("via") == "batch" else 0.0
             for judgment in extra.get("judgments") or ():
                 name = judgment.get("model") or run_name or str(judgment.get("judge"))
                 judge = by_judge.setdefault(str(judgment.get("judge")), _entry(model=name, calls=0))
@@ -168,10 +181,15 @@ def cost_summary(
         "billed_as": run_name,  # the price's name; a merge reads it back (merged_cost)
         "usd": round(usd, USD_DIGITS) if by_model else None,
         "usd_from_cache": round(cached_usd, USD_DIGITS) if by_model else None,
+        # generations this run's --batch answered: paid by this run, at the batch price
+        "batched_generations": batched,
+        "usd_batched": round(batched_usd, USD_DIGITS) if by_model else None,
         "by_model": by_model,
         "by_judge": by_judge,
         "prices": {name: prices[name].as_dict() for name in by_model if name in prices},
     }
+    if batched:
+        block["batch_price_rule"] = BATCH_PRICE_RULE
     if devices is not None:
         block.update(
             devices=devices,
@@ -212,7 +230,7 @@ def budget_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:
     first = blocks[0]
     items = sum(len(b["stopped_problem_ids"]) for b in blocks)
     if first["max_cost_usd"] is not None:
-        spent = f"${first['spent_usd']:.6f} of ${first['max_cost_usd']:g}"
+        spent = f"{format_usd(first['spent_usd'])} of {format_usd(first['max_cost_usd'])}"
     else:
         spent = f"{first['spent_tokens']} of {first['max_total_tokens']} tokens"
     return f"budget: stopped after {spent}; {items} items not run"
@@ -225,9 +243,13 @@ def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
         block = summary.get("cost") or {}
         parts = []
         if block.get("usd") is not None:
-            parts.append(f"${block['usd']:.6f}")
+            parts.append(format_usd(block["usd"]))
+            if block.get("usd_batched"):
+                parts.append(
+                    f"{format_usd(block['usd_batched'])} of it through this run's batch (batch price)"
+                )
             if block.get("usd_from_cache"):
-                parts.append(f"${block['usd_from_cache']:.6f} of it from the cache (not paid again)")
+                parts.append(f"{format_usd(block['usd_from_cache'])} of it from the cache (not paid again)")
             unpriced = [n for n, m in block.get("by_model", {}).items() if m.get("unpriced")]
             if unpriced:
                 parts.append(f"no price for {', '.join(unpriced)} (--prices FILE)")
@@ -235,7 +257,7 @@ def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
             parts.append(f"{block['device_seconds']:.1f} device-seconds on {block['devices']} device(s)")
         for name, judge in sorted((block.get("by_judge") or {}).items()):
             if judge.get("unpriced") == 0 and judge.get("calls"):
-                parts.append(f"judge {name}: ${judge['usd']:.6f}")
+                parts.append(f"judge {name}: {format_usd(judge['usd'])}")
         if parts:
             lines.append(f"cost {summary['suite']}: " + "; ".join(parts))
     return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +35,13 @@ from pytest_agenteval.models._batch import (
     BatchRequest,
 )
 from pytest_agenteval.models._keys import api_key_from_env
+from pytest_agenteval.models.cache import batch_run, set_batch_run
 from pytest_agenteval.plugin.items import declares_suite, problem_of, suite_of
 from pytest_agenteval.run.runtime import Runtime
 from pytest_agenteval.tasks.registry import SuiteImportError, builtin_kind, suite_of_file
 
 PLUGIN_NAME = "agenteval-batch"
+RUN_KEY = "agenteval_batch_run"  # workerinput: this run's token (models/cache.set_batch_run)
 
 
 def install(config: pytest.Config, runtime: Runtime, evaluating: bool) -> None:
@@ -66,6 +69,11 @@ def install(config: pytest.Config, runtime: Runtime, evaluating: bool) -> None:
             "--batch sends its requests outside the budget ledger, so --max-cost and --max-total-tokens "
             "would not bound them: drop the budget (or --batch)"
         )
+    workerinput = getattr(config, "workerinput", None)
+    token = workerinput.get(RUN_KEY) if workerinput is not None else None
+    # what this run's batches answer is paid by this run (`via: batch`), not a cache hit
+    set_batch_run(token or uuid.uuid4().hex)
+    config.add_cleanup(lambda: set_batch_run(None))
     config.pluginmanager.register(BatchPlugin(runtime, evaluating), PLUGIN_NAME)
 
 
@@ -152,8 +160,8 @@ def fills(gathered: Gathered, runtime: Runtime, ledger: BatchLedger, say: Any) -
     """One BatchFill per endpoint (the run's model's, each judge's) and its requests by suite."""
     home = runtime.sampler  # where a reply no request of this run names goes (an earlier run's)
 
-    def store(custom_id: str, completions: list[Any], n: int | None) -> None:
-        gathered.owners.get(custom_id, home).store(custom_id, completions, n)
+    def store(custom_id: str, completions: list[Any], n: int | None, batch_id: str) -> None:
+        gathered.owners.get(custom_id, home).store(custom_id, completions, n, batch_id)
 
     def known(custom_id: str) -> bool:
         return custom_id in gathered.owners.get(custom_id, home).cache
@@ -218,6 +226,10 @@ class BatchPlugin:
 
     def _problems(self, suite: Suite) -> dict[str, Problem]:
         return {p.node_id: p for p in self.runtime.problems(suite)}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[RUN_KEY] = batch_run()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:

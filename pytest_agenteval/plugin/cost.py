@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.records import counted_usage, problem_from_dict
-from pytest_agenteval.models._prices import PriceError, billed_name, load_prices
+from pytest_agenteval.models._prices import PriceError, billed_name, format_usd, load_prices
 from pytest_agenteval.models.budget import BudgetLedger, Limits, RunBudget
 from pytest_agenteval.plugin.items import suite_of
 
@@ -23,7 +23,7 @@ SELECTION_KEY = "agenteval_estimate_selection"  # workeroutput: items selected p
 def check_settings(settings: Any) -> None:
     """The cost options' own values, and the prices file: one line each (exit 4)."""
     if settings.max_cost is not None and not settings.max_cost > 0:
-        raise pytest.UsageError(f"--max-cost must be > 0 USD, got {settings.max_cost:g}")
+        raise pytest.UsageError(f"--max-cost must be > 0 USD, got {format_usd(settings.max_cost)}")
     if settings.max_total_tokens is not None and settings.max_total_tokens < 1:
         raise pytest.UsageError(f"--max-total-tokens must be >= 1, got {settings.max_total_tokens}")
     if settings.estimate_sample < 1:
@@ -53,11 +53,12 @@ def check_priced(settings: Any, choice: Any = None) -> None:
             continue
         if name == "default":
             raise pytest.UsageError(
-                f"--max-cost {settings.max_cost:g}: the endpoint's model has no name to price it by; give "
-                f'{flag} NAME and its price in a --prices FILE ([models."NAME"] input = ..., output = ...)'
+                f"--max-cost {format_usd(settings.max_cost)}: the endpoint's model has no name to price it "
+                f"by; give {flag} NAME and its price in a --prices FILE "
+                '([models."NAME"] input = ..., output = ...)'
             )
         raise pytest.UsageError(
-            f"--max-cost {settings.max_cost:g}: no price for the model {name!r} ({flag}); add "
+            f"--max-cost {format_usd(settings.max_cost)}: no price for the model {name!r} ({flag}); add "
             f'[models."{name}"] with input and output (USD per 1M tokens) to a --prices FILE (docs/cost.md)'
         )
 
@@ -236,7 +237,7 @@ def project(suite: str, items: Sequence[Mapping[str, Any]], total: int) -> str:
     mean_completion = sum(u[1] for u in usages) / len(usages)
     costs = [u[2] for u in usages]
     cost = (
-        f"${sum(costs) / len(costs) * total:.6f}"
+        format_usd(sum(costs) / len(costs) * total)
         if all(c is not None for c in costs)
         else "no USD (no price)"
     )

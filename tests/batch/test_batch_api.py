@@ -36,10 +36,12 @@ class Filled:
 
     def __init__(self) -> None:
         self.stored: dict[str, tuple[list[Any], int | None]] = {}
+        self.batch_ids: dict[str, str] = {}  # key -> the batch that answered it
         self.said: list[str] = []
 
-    def store(self, key: str, completions: list[Any], n: int | None) -> None:
+    def store(self, key: str, completions: list[Any], n: int | None, batch_id: str) -> None:
         self.stored[key] = (completions, n)
+        self.batch_ids[key] = batch_id
 
 
 def fill_with(server: OpenAITestServer, folder: Path, **kwargs: Any) -> tuple[BatchFill, Filled]:

@@ -62,7 +62,7 @@ def test_the_budget_stops_the_run_and_a_rerun_pays_only_for_what_is_missing(
     finished = sum(len(p["generations"]) for p in problems)
     assert budget["requests"] == finished == len(paid_first)  # each finished generation paid once
     assert first.ret == pytest.ExitCode.TESTS_FAILED
-    line = f"budget: stopped after ${budget['spent_usd']:.6f} of $0.0005; {len(stopped)} items not run"
+    line = f"budget: stopped after ${budget['spent_usd']:.6f} of $0.000500; {len(stopped)} items not run"
     assert line in first.stdout.str()
     # the rerun sends exactly the generations the first run did not finish, nothing twice
     assert len(paid_second) == 20 - finished and not set(paid_second) & paid_first
@@ -122,8 +122,8 @@ def test_max_cost_without_a_price_for_the_model_is_one_line_at_start_up(run_suit
         assert server.requests == []
     _one_line(
         result,
-        "--max-cost 5: no price for the model 'mock-model' (--model-name); add [models.\"mock-model\"] with "
-        "input and output (USD per 1M tokens) to a --prices FILE (docs/cost.md)",
+        "--max-cost $5.000000: no price for the model 'mock-model' (--model-name); add "
+        '[models."mock-model"] with input and output (USD per 1M tokens) to a --prices FILE (docs/cost.md)',
     )
 
 
@@ -139,14 +139,15 @@ def test_max_cost_without_a_price_for_a_judge_is_one_line_at_start_up(
     )
     result, _ = run_suite("--endpoint=http://127.0.0.1:9/v1", *args, "--judge-model=judge-x")
     _one_line(
-        result, "--max-cost 5: no price for the model 'judge-x' (--judge-model); add [models.\"judge-x\"]"
+        result,
+        "--max-cost $5.000000: no price for the model 'judge-x' (--judge-model); add [models.\"judge-x\"]",
     )
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--max-cost=0",), "--max-cost must be > 0 USD, got 0"),
+        (("--max-cost=0",), "--max-cost must be > 0 USD, got $0.000000"),
         (("--max-total-tokens=0",), "--max-total-tokens must be >= 1, got 0"),
         (("--estimate-sample=0",), "--estimate-sample must be >= 1, got 0"),
         (
@@ -173,7 +174,16 @@ def test_the_results_summary_is_json_with_the_cost_block(run_suite, priced: tupl
             f"--endpoint={server.url}", "--model-name=mock-model", f"--prices={prices}", data=data
         )
     summary = json.loads(out.read_text().splitlines()[-1])
-    assert set(summary["cost"]) == {"billed_as", "usd", "usd_from_cache", "by_model", "by_judge", "prices"}
+    assert set(summary["cost"]) == {
+        "billed_as",
+        "usd",
+        "usd_from_cache",
+        "batched_generations",
+        "usd_batched",
+        "by_model",
+        "by_judge",
+        "prices",
+    }
     assert "budget" not in summary  # no budget given
 
 

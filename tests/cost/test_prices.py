@@ -78,7 +78,7 @@ def _parse(text: str) -> dict[str, Price]:
         (
             '[models."m"]\ninptu = 1\ninput = 1\noutput = 1\n',
             "--prices p.toml: [models.\"m\"]: unknown key 'inptu'; the keys are input, output, cached_input, "
-            "source, date",
+            "batch_input, batch_output, source, date",
         ),
         (
             '[models."m"]\ninput = 1\noutput = 1\ndate = 2026-12-02\n',
