@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import Completion, Message, SamplerError, SamplingParams
-from pytest_agenteval.models._prices import Price
+from pytest_agenteval.models._prices import Price, format_usd
 
 WAIT_S = 0.05  # how often a request blocked only by others' reservations looks again
 LEDGER_NAME = "ledger.json"
@@ -152,8 +152,9 @@ class BudgetLedger:
         state = self.state()
         if which == "cost":
             return (
-                f"budget: not sent: this request could cost up to ${usd:.6f}, and ${state.spent_usd:.6f} "
-                f"of --max-cost ${self.limits.max_cost_usd:g} is spent; raise --max-cost to go on"
+                f"budget: not sent: this request could cost up to {format_usd(usd)}, and "
+                f"{format_usd(state.spent_usd)} of --max-cost {format_usd(self.limits.max_cost_usd)} "
+                "is spent; raise --max-cost to go on"
             )
         return (
             f"budget: not sent: this request could take up to {tokens} tokens, and {state.spent_tokens} of "

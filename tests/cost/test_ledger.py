@@ -22,7 +22,7 @@ def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Pat
     with pytest.raises(BudgetExceeded) as caught:
         ledger.try_reserve(100, 0.006)
     assert str(caught.value) == (
-        "budget: not sent: this request could cost up to $0.006000, and $0.005000 of --max-cost $0.01 "
+        "budget: not sent: this request could cost up to $0.006000, and $0.005000 of --max-cost $0.010000 "
         "is spent; raise --max-cost to go on"
     )
     state = ledger.state()
