@@ -379,7 +379,11 @@ def test_a_run_with_concurrency_auto_finds_the_rate_limit(
     if workers:
         assert all((K + 1) // 2 <= peak <= K + 4 for peak in peaks.values()) and len(peaks) == 2, peaks
     else:
-        assert all(K + 1 <= old <= K + 4 for old in found), found
+        # the first 429 comes only past the server's limit, and so do most; a retry sent on a
+        # loaded machine may still meet the older requests a halving left in flight (seen: one
+        # halving at 4 among ten at 7 or 8), so not every one
+        assert K + 1 <= found[0] <= K + 4, found
+        assert sorted(found)[len(found) // 2] >= K + 1, found
     shown = "2 workers, limits * -> * and * -> * (found)" if workers else "4 -> * (found)"
     result.stdout.fnmatch_lines([f"concurrency auto  {server.url}: {shown}, * on 429*"])
     print(f"refused {refused} of {served['total_requests']} requests; halved at {found}; peaks {peaks}")
