@@ -26,9 +26,11 @@ DEVICE_SECONDS_HOW = (
 )
 
 
-def device_count(settings: Any, choice: Any) -> int | None:
+def device_count(settings: Any, choice: Any, processes: int = 1) -> int | None:
     """Devices a model the run itself runs holds: the GPUs of --serve-gpus (else
-    --serve-tp) for a launched server, 1 for an in-process model; None for a billed one."""
+    --serve-tp) for a launched server; for an in-process model one per process that
+    loads it (`processes`: the xdist workers of the run, 1 for one generation); None for
+    a billed one."""
     if billed_name(choice) is not None or choice.kind in ("replay", "invalid"):
         return None
     if choice.served is not None:
@@ -41,7 +43,7 @@ def device_count(settings: Any, choice: Any) -> int | None:
             except ValueError:
                 return int(settings.serve_tp)
         return int(settings.serve_tp)
-    return 1
+    return max(1, processes)
 
 
 def _cached_tokens(generation: Mapping[str, Any]) -> int:

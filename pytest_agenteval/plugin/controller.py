@@ -254,7 +254,10 @@ class ResultsCollector:
                 cost_summary,
                 settings=self.settings,
                 billed_as=billed_name(self.choice),
-                devices=device_count(self.settings, self.choice),
+                # an in-process model is loaded by every xdist worker: one device each
+                devices=device_count(
+                    self.settings, self.choice, getattr(self.config.option, "numprocesses", None) or 1
+                ),
                 duration_s=finished - self.started,
                 ledger=self.budget,
             ),

@@ -1,6 +1,7 @@
 """A model the run runs itself costs device time, not dollars: the embedded model's
 generations record `device_seconds` (their latency x 1 device), the summary the run's wall
-time x 1, and --max-cost asks no price for it."""
+time x the processes that load it (each xdist worker its own copy), and --max-cost asks no
+price for it."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ def test_the_embedded_model_records_device_seconds(run_suite) -> None:
     assert (
         summary["budget"]["spent_usd"] == 0.0 and summary["budget"]["requests"] == 2
     )  # tokens counted, no dollars
+
+
+@pytest.mark.parametrize(("workers", "devices"), [(0, 1), (2, 2)])
+def test_each_xdist_worker_holds_its_own_copy_of_an_in_process_model(
+    run_suite, workers: int, devices: int
+) -> None:
+    result, out = run_suite("--limit=2", "--val-n=1", "--max-tokens=8", f"-n={workers}")
+    _, (summary,) = read_results(out)
+    cost = summary["cost"]
+    assert cost["devices"] == devices
+    assert cost["device_seconds"] == pytest.approx(summary["duration_s"] * devices, abs=0.02)
+    assert f"on {devices} device(s)" in result.stdout.str()
