@@ -24,12 +24,6 @@ from pytest_agenteval.plugin.items import problem_of, suite_of
 WORKERINPUT_KEY = "agenteval_shard"  # (index, count), resolved once on the controller
 WORKEROUTPUT_KEY = "agenteval_shard_selection"  # (selected, selection hash), worker to controller
 _EXPLICIT = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-SLURM_VARIABLES = (
-    "SLURM_ARRAY_TASK_ID",
-    "SLURM_ARRAY_TASK_COUNT",
-    "SLURM_ARRAY_TASK_MIN",
-    "SLURM_ARRAY_TASK_STEP",
-)
 K8S_VARIABLE = "JOB_COMPLETION_INDEX"
 
 
