@@ -22,10 +22,12 @@ class Problem:
     reference: Any  # normalised ground truth (None when the split has none)
     markers: tuple[str, ...] = ()
     payload: Any = None  # suite-specific source record (a BFCL entry, a GAIA task)
+    # A sweep's model label (several --model-path): the same problem is one item per model
+    model: str = ""
 
     @property
     def node_id(self) -> str:
-        return str(self.id)
+        return f"{self.model}:{self.id}" if self.model else str(self.id)
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,12 @@ class Completion:
     # usage.prompt_tokens_details.cached_tokens), billed at the cached-input price; part of
     # prompt_tokens. One of several samples of one request: in request_usage instead.
     cached_prompt_tokens: int = 0
+    # A reasoning model's thoughts (api/reasoning.py): `text` is then the answer only.
+    # None: the reply had no reasoning. `reasoning_closed` False: the reasoning never
+    # ended (cut off by max_tokens inside it), so `text` holds no answer.
+    reasoning: str | None = None
+    reasoning_closed: bool = True
+    reasoning_tokens: int | None = None  # of completion_tokens; None: not known
 
 
 @dataclass(frozen=True)
