@@ -12,6 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
+from pytest_agenteval.stats.pass_at_k import unbiased_pass_at_k
+
 _OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
     ">": operator.gt,
@@ -54,8 +57,12 @@ class Operand:
     label: str
     metric: str
 
+    @property
+    def model(self) -> str:
+        return f"{self.suite}[{self.label}]"
+
     def __str__(self) -> str:
-        return f"{self.suite}[{self.label}].{self.metric}"
+        return f"{self.model}.{self.metric}"
 
 
 @dataclass(frozen=True)
@@ -82,16 +89,29 @@ class Gate:
 class GateResult:
     gate: Gate
     passed: bool
-    value: float | None
+    value: float | None  # the left side's number
     reason: str
+    # a gate comparing two models: the other's number, the point delta (value - other_value),
+    # the paired bootstrap's 95% interval of it and over how many shared problems
+    other_value: float | None = None
+    delta: float | None = None
+    ci95: tuple[float, float] | None = None
+    paired_problems: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        found = {
             "gate": self.gate.expression,
             "passed": self.passed,
             "value": self.value,
             "reason": self.reason,
         }
+        extra = {
+            "other_value": self.other_value,
+            "delta": self.delta,
+            "ci95": list(self.ci95) if self.ci95 else None,
+            "paired_problems": self.paired_problems,
+        }
+        return found | {key: value for key, value in extra.items() if value is not None}
 
 
 def parse_gate(expression: str) -> Gate:
@@ -223,29 +243,172 @@ def _resolve(summary: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+def _read(summary: Mapping[str, Any], metric: str, model: str = "") -> tuple[float | None, str | None]:
+    """(the metric's number, why a gate on it fails closed or None): n/a (null: nothing
+    scored), missing, not a number, or a run that is not complete. `model`, in a sweep,
+    names whose summary it is (`aime25[base]`)."""
+    name, run = (f"{model}.{metric}", f"{model} run") if model else (metric, "run")
+    value = _resolve(summary, metric)
+    if value is None and summary.get("not_scored"):  # a metric with nothing behind it
+        return None, f"{name} is n/a ({summary['not_scored']}): gates fail closed"
+    if value is None:
+        return None, f"{name} is n/a (no value in the summary): gates fail closed"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        return None, f"{name} is {value!r}, not a number"
+    if not summary.get("complete", False):
+        why = summary.get("incomplete")
+        return float(value), f"{run} incomplete{f' ({why})' if why else ''}: gates fail closed"
+    return float(value), None
+
+
 def evaluate_gate(gate: Gate, summaries: Mapping[str, Mapping[str, Any]]) -> GateResult:
     """Fail closed: a missing suite, a missing, n/a (null: nothing scored) or non-numeric
     metric, or an incomplete run fails the gate, with a reason that says which."""
+    if gate.labels:  # summaries keyed by suite alone belong to one model: not a sweep
+        return GateResult(gate, False, None, "names a model, but this run is not a sweep: gates fail closed")
     summary = summaries.get(gate.suite)
     if summary is None:
         return GateResult(gate, False, None, f"no results for suite {gate.suite}")
-    value = _resolve(summary, gate.metric)
-    if value is None and summary.get("not_scored"):  # a metric with nothing behind it
-        return GateResult(
-            gate, False, None, f"{gate.metric} is n/a ({summary['not_scored']}): gates fail closed"
-        )
-    if value is None:
-        return GateResult(
-            gate, False, None, f"{gate.metric} is n/a (no value in the summary): gates fail closed"
-        )
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return GateResult(gate, False, None, f"{gate.metric} is {value!r}, not a number")
-    number = float(value)
-    if not summary.get("complete", False):
-        why = summary.get("incomplete")
-        return GateResult(
-            gate, False, number, f"run incomplete{f' ({why})' if why else ''}: gates fail closed"
-        )
+    number, problem = _read(summary, gate.metric)
+    if problem is not None or number is None:
+        return GateResult(gate, False, number, problem or "")
     passed = _OPERATORS[gate.op](number, gate.threshold)
     verdict = "holds" if passed else "does not hold"
     return GateResult(gate, passed, number, f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}")
+
+
+# The paired comparison needs a per-problem score whose mean over problems is the metric,
+# computed from each generation's correctness: `scores[(suite, label)][problem] = [bool, ...]`.
+PAIRED_METRICS = "average_at_n, pass_at_n and pass_at_k.K"
+Scores = Mapping[str, Sequence[bool]]
+
+
+def _per_problem(suite: str, metric: str) -> Callable[[Sequence[bool]], float] | None:
+    """The per-problem score of `metric`, or None: it cannot be paired from correctness alone
+    (maj_at_n needs the answers, format_rate the formats). A suite whose headline is
+    `accuracy` (stats.paired.HEADLINE: BFCL, GAIA) scores it as `--agenteval-compare` does."""
+    if metric == "average_at_n" or (metric == "accuracy" and HEADLINE.get(suite) == "accuracy"):
+        return lambda correct: sum(correct) / len(correct)
+    if metric == "pass_at_n":
+        return lambda correct: float(any(correct))
+    parts = metric.split(".")
+    if parts[0] == "pass_at_k" and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) >= 1:
+        k = int(parts[1])
+        return lambda correct: unbiased_pass_at_k(len(correct), sum(correct), k)
+    return None
+
+
+def _problem_scores(
+    score: Callable[[Sequence[bool]], float], metric: str, model: str, correct: Scores
+) -> tuple[dict[str, float] | None, str | None]:
+    """Problem id -> its score (problems with generations), or None and why not."""
+    parts = metric.split(".")
+    if parts[0] == "pass_at_k":  # unbiased pass@k is defined for k <= n only
+        short = min((len(c) for c in correct.values() if c), default=None)
+        if short is not None and short < int(parts[1]):
+            return None, f"{metric} needs {parts[1]} generations of every problem, {model} has {short}"
+    return {str(p): score(list(c)) for p, c in correct.items() if c}, None
+
+
+def _holds(op: str, number: float, bound: float) -> bool:
+    """`number OP bound`, with the float noise of a subtraction (0.3 - 0.1 - 0.2) rounded off."""
+    return _OPERATORS[op](round(number - bound, 12), 0.0)
+
+
+def evaluate_sweep_gate(
+    gate: Gate,
+    summaries_by_key: Mapping[tuple[str, str], Mapping[str, Any]],
+    scores_by_key: Mapping[tuple[str, str], Scores],
+    seed: int = 0,
+) -> GateResult:
+    """A gate in a sweep (summaries and per-problem correctness keyed by (suite, label)).
+    One model against a number: as `evaluate_gate`. No model named: it must hold for every
+    model. Two models: the point estimates must satisfy `left OP right + margin` AND the
+    paired bootstrap of left - right over the problems both ran must agree (its interval's
+    lower bound above the margin for >= and >, its upper bound below it for <= and <);
+    metrics without a per-problem score are compared by point only ("not paired"). Fails
+    closed on a missing model or suite, an n/a value, an incomplete run, or too few shared
+    problems."""
+    if gate.label is None:
+        return _every_model(gate, summaries_by_key)
+    left = f"{gate.suite}[{gate.label}]"
+    summary = summaries_by_key.get((gate.suite, gate.label))
+    if summary is None:
+        return GateResult(gate, False, None, f"no results for {left}")
+    if gate.other is None:
+        plain = Gate(gate.expression, gate.suite, gate.metric, gate.op, gate.threshold)
+        result = evaluate_gate(plain, {gate.suite: summary})
+        return GateResult(gate, result.passed, result.value, result.reason)
+    right = gate.other.model
+    other = summaries_by_key.get((gate.suite, gate.other.label))
+    if other is None:
+        return GateResult(gate, False, None, f"no results for {right}")
+    value, problem = _read(summary, gate.metric, left)
+    other_value, other_problem = _read(other, gate.other.metric, right)
+    if value is None or other_value is None or problem or other_problem:
+        return GateResult(gate, False, value, problem or other_problem or "", other_value)
+    sides = (Operand(gate.suite, gate.label, gate.metric), gate.other)
+    return _compare(gate, sides, (value, other_value), scores_by_key, seed)
+
+
+def _compare(
+    gate: Gate,
+    sides: tuple[Operand, Operand],
+    values: tuple[float, float],
+    scores_by_key: Mapping[tuple[str, str], Scores],
+    seed: int,
+) -> GateResult:
+    """Both values are known and complete: the point verdict, then the paired one."""
+    (this, other), (value, other_value) = sides, values
+    named = (f"{this.label} {this.metric}", f"{other.label} {other.metric}")
+    if this.metric == other.metric:
+        named = (this.label, other.label)
+    delta = round(value - other_value, 12)
+    point = _holds(gate.op, delta, gate.threshold)
+    measured = f"{named[0]} {value:.4f}, {named[1]} {other_value:.4f}: delta {delta:+.4f}"
+    claim = f"delta {gate.op} {gate.threshold:+g} {'holds' if point else 'does not hold'}"
+
+    def result(passed: bool, reason: str, **paired: Any) -> GateResult:
+        return GateResult(gate, passed, value, reason, other_value, delta, **paired)
+
+    scorers = [_per_problem(side.suite, side.metric) for side in sides]
+    for side, score in zip(sides, scorers, strict=True):
+        if score is None:
+            why = f"{side.metric} has no per-problem score in the generations' correctness"
+            return result(point, f"{measured}; {claim} (not paired: {why}; {PAIRED_METRICS} have)")
+    per_problem = []
+    for side, score in zip(sides, scorers, strict=True):
+        correct = scores_by_key.get((side.suite, side.label))
+        if correct is None or score is None:
+            return result(False, f"{measured}; no per-problem scores of {side.model}: gates fail closed")
+        found, problem = _problem_scores(score, side.metric, side.model, correct)
+        if found is None:
+            return result(False, f"{measured}; {problem}: gates fail closed")
+        per_problem.append(found)
+    shared, _, _, interval = paired_bootstrap(per_problem[1], per_problem[0], seed=seed)  # left - right
+    if shared == 0:
+        return result(False, f"{measured}; no problem that both models ran: gates fail closed")
+    undecided = too_few(shared)
+    if undecided is not None:
+        return result(False, f"{measured}; {undecided}: gates fail closed", paired_problems=shared)
+    low, high = interval
+    measured += f", 95% interval [{low:+.4f}, {high:+.4f}] over {shared} paired problems"
+    paired = dict(ci95=interval, paired_problems=shared)
+    if not point:
+        return result(False, f"{measured}; {claim}", **paired)
+    upward = gate.op in (">=", ">")
+    bound, side, beyond = (low, "lower", "above") if upward else (high, "upper", "below")
+    if (bound > gate.threshold) if upward else (bound < gate.threshold):
+        return result(True, f"{measured}; {claim}, and so does the paired interval", **paired)
+    why = f"the paired interval's {side} bound {bound:+.4f} is not {beyond} {gate.threshold:+g}"
+    return result(False, f"{measured}; {claim}, but {why}: does not hold", **paired)
+
+
+def _every_model(gate: Gate, summaries_by_key: Mapping[tuple[str, str], Mapping[str, Any]]) -> GateResult:
+    """A gate naming no model, in a sweep: it holds when it holds for each model."""
+    models = [(label, s) for (suite, label), s in summaries_by_key.items() if suite == gate.suite]
+    if not models:
+        return GateResult(gate, False, None, f"no results for suite {gate.suite}")
+    results = [(label, evaluate_gate(gate, {gate.suite: s})) for label, s in models]
+    reason = "; ".join(f"{label} {r.reason}" for label, r in results)
+    return GateResult(gate, all(r.passed for _, r in results), None, f"every model: {reason}")
