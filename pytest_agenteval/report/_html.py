@@ -112,9 +112,13 @@ def render(
     reports: Sequence[SuiteReport],
     charts: Mapping[str, Sequence[Chart]],
     mixed: str | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
+    """`notes`: lines shown under the list of files (a sweep's report says which model is
+    the reference and which could not be read)."""
     files = "".join(f"<li><b>{escape(r.label)}</b>: <code>{escape(str(r.path))}</code></li>" for r in runs)
     warning = f'<p class="mixed"><b>Mixed runs</b> (--allow-mixed): {escape(mixed)}.</p>' if mixed else ""
+    warning += "".join(f'<p class="note">{escape(note)}</p>' for note in notes)
     body = "\n".join(_suite(report, charts.get(report.name, ())) for report in reports)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

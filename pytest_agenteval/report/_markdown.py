@@ -44,12 +44,16 @@ def suite_lines(report: SuiteReport) -> list[str]:
     return lines
 
 
-def render(runs: Sequence[Run], reports: Sequence[SuiteReport], mixed: str | None = None) -> str:
+def render(
+    runs: Sequence[Run], reports: Sequence[SuiteReport], mixed: str | None = None, notes: Sequence[str] = ()
+) -> str:
     lines = ["# pytest-agenteval report", ""]
     lines += [f"- **{run.label}**: `{run.path.name}`" for run in runs]
     lines.append("")
     if mixed:
         lines += [f"> **Mixed runs** (--allow-mixed): {mixed}.", ""]
+    for note in notes:
+        lines += [note, ""]
     for report in reports:
         lines += suite_lines(report)
     return "\n".join(lines).rstrip() + "\n"
