@@ -1,6 +1,6 @@
 """Real results files of a sweep's models, made by real one-model runs of the plugin on a
-12-problem AIME-style suite (text-only, N=2): `base` and `step-100` are the package's test
-server behind real sockets, answering some problems right and the rest wrong; `step-200`
+12-problem AIME-style suite (text-only, N=2): `base` and `step-100` (under `-n 2`) are the package's
+test server behind real sockets, answering some problems right and the rest wrong; `step-200`
 is the `replay:` model over recorded lines. 12 problems: enough to pair (>= 10)."""
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ def sweep_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (folder / "test_sweep.py").write_text(SUITE_FILE)
     write_jsonl(folder / "problems.jsonl", PROBLEMS)
     made = {}
-    for label in ("base", "step-100"):
+    for label, workers in (("base", ()), ("step-100", ("-n", "2"))):  # with and without xdist
         with OpenAITestServer(_server_config(label)) as server:
-            made[label] = _run(folder, f"aime25-{label}.jsonl", f"--endpoint={server.url}")
+            made[label] = _run(folder, f"aime25-{label}.jsonl", f"--endpoint={server.url}", *workers)
     lines = [
         {
             "problem_id": p["id"],
