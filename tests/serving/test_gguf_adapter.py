@@ -143,3 +143,29 @@ def test_a_launched_server_serves_the_adapter_on_its_base(agenteval_gguf_lora: P
     assert argv[argv.index("--lora_path") + 1] == str(agenteval_gguf_lora)
     assert answers["base"] == "The answer is 5."
     assert answers["adapter"] != answers["base"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_run_on_the_adapter_records_it_and_its_base(
+    run_suite, agenteval_gguf_lora: Path, workers: list[str]
+) -> None:
+    from pytest_agenteval.models._llama import file_fingerprint
+    from tests.conftest import read_results
+
+    base = embedded_model_path()
+    args = (f"--model-path={agenteval_gguf_lora}", f"--base-model={base}", "--max-tokens=8")
+    result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512", *workers)
+    problems, summaries = read_results(path)
+    assert result.ret in (0, 1), result.stderr.str()  # 1: SmolLM2 gets AIME answers wrong
+    assert len(problems) == 4 and all(p["generations"] for p in problems)
+    model = summaries[0]["model"]
+    assert (model["backend"], model["name"], model["path"]) == (
+        "gguf",
+        agenteval_gguf_lora.stem,
+        str(agenteval_gguf_lora),
+    )
+    assert (model["sha256"], model["base"], model["base_sha256"]) == (
+        file_fingerprint(agenteval_gguf_lora),
+        str(base),
+        file_fingerprint(base),
+    )
