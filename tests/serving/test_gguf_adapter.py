@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,6 +81,13 @@ def test_in_process_the_adapter_changes_greedy_generations(agenteval_gguf_lora: 
     assert plain == "The answer is 5."
     assert adapted == again  # greedy: the same every time
     assert adapted != plain
+
+
+def test_the_perturbed_gguf_is_another_model(agenteval_perturbed_gguf: Path) -> None:
+    plain = greedy(ModelChoice("gguf", path=embedded_model_path()))
+    other = greedy(ModelChoice("gguf", path=agenteval_perturbed_gguf))
+    assert plain == "The answer is 5."
+    assert other not in ("", plain)  # a model that still answers, differently
 
 
 def test_the_identity_names_both_the_adapter_and_its_base(
@@ -169,3 +177,25 @@ def test_a_run_on_the_adapter_records_it_and_its_base(
         str(base),
         file_fingerprint(base),
     )
+
+
+def test_serve_launches_the_adapter_on_its_base(run_suite, agenteval_gguf_lora: Path) -> None:
+    pytest.importorskip("uvicorn", reason="--serve on a gguf needs llama-cpp-python[server]")
+    from tests.conftest import read_results
+
+    base = embedded_model_path()
+    args = (f"--model-path={agenteval_gguf_lora}", f"--base-model={base}", "--serve", "--max-tokens=8")
+    result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512", "-n", "2")
+    problems, summaries = read_results(path)
+    assert result.ret in (0, 1), result.stderr.str()
+    assert len(problems) == 4 and all(p["generations"] for p in problems)
+    served = summaries[0]["model"]["served"]
+    resolved = resolve_model_path(str(agenteval_gguf_lora), base_model=str(base))
+    assert (served["label"], served["fingerprint"]) == (
+        agenteval_gguf_lora.stem,
+        resolved.weights_fingerprint,
+    )
+    assert (served["model"]["kind"], served["model"]["base"]["path"]) == ("gguf-adapter", str(base))
+    argv = shlex.split(served["replicas"][0]["command"])
+    assert argv[argv.index("--model") + 1] == str(base)
+    assert argv[argv.index("--lora_path") + 1] == str(agenteval_gguf_lora)
