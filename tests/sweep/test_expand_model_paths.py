@@ -54,7 +54,8 @@ def test_values_expand_in_order(ckpts: Path, values: list[str], expected: list[t
         (["ckpts/nope-*"], "--model-path ckpts/nope-*: the glob matches nothing; fix the pattern"),
         (
             ["a.gguf", "x/a.gguf"],
-            "--model-path: a.gguf and x/a.gguf both have the label 'a'; name one with --model-path LABEL=PATH",
+            "--model-path: a.gguf and x/a.gguf both have the label 'a'; "
+            "name one with --model-path LABEL=PATH",
         ),
         (
             ["m=a.gguf", "m=b.gguf"],
