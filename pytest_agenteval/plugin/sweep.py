@@ -35,6 +35,8 @@ def models_of(config: pytest.Config, settings: Settings, evaluating: bool) -> li
     values = settings.model_paths
     if len(values) < 2 and not any(is_glob(v) or "=" in v for v in values):
         return []
+    if evaluating and len(values) > 1:
+        refuse_sources(values)  # before the labels: `replay:x.jsonl` is no label
     try:
         models = [absolute(model) for model in expand_model_paths(values)]
     except ValueError as exc:
@@ -60,18 +62,7 @@ def check_sweep(settings: Settings, models: Sequence[SweepModel]) -> None:
             "model from its own server; drop --endpoint (the models run in-process, or with --serve "
             "on launched servers), or run one --endpoint per run"
         )
-    for model in models:
-        if model.source.startswith(_REPLAY):
-            raise pytest.UsageError(
-                f"--model-path {model.source} in a sweep: a replay is one earlier run; compare "
-                "results files with `pytest-agenteval report A.jsonl B.jsonl` instead"
-            )
-        scheme = model.source.split("://", 1)[0]
-        if "://" in model.source and scheme in SDK_SCHEMES:
-            raise pytest.UsageError(
-                f"--model-path {model.source} in a sweep: {scheme}:// checkpoints are evaluated one "
-                "per run; run each with its own --model-path"
-            )
+    refuse_sources([m.source for m in models])
     if settings.batch:
         raise pytest.UsageError("--batch with several --model-path models: run one model per run")
     if settings.compare:
@@ -79,6 +70,23 @@ def check_sweep(settings: Settings, models: Sequence[SweepModel]) -> None:
             "--compare with several --model-path models: compare the sweep's models with gates "
             "naming them (docs/sweeps.md), or compare one model per run"
         )
+
+
+def refuse_sources(sources: Sequence[str]) -> None:
+    """Sources a sweep does not take: a replay, trio:// and tinker:// checkpoints."""
+    for source in sources:
+        value = source.partition("=")[2] if "=" in source.split("://")[0].split(":")[0] else source
+        if value.startswith(_REPLAY):
+            raise pytest.UsageError(
+                f"--model-path {source} in a sweep: a replay is one earlier run; compare "
+                "results files with `pytest-agenteval report A.jsonl B.jsonl` instead"
+            )
+        scheme = value.split("://", 1)[0]
+        if "://" in value and scheme in SDK_SCHEMES:
+            raise pytest.UsageError(
+                f"--model-path {source} in a sweep: {scheme}:// checkpoints are evaluated one "
+                "per run; run each with its own --model-path"
+            )
 
 
 def model_settings(settings: Settings, model: SweepModel) -> Settings:
