@@ -159,3 +159,28 @@ def test_what_a_sweep_cannot_do_is_one_line_at_start_up(sweep, args: tuple, line
     result, _ = sweep(*args)
     assert result.ret == 4
     assert result.errlines == [line] or line in result.errlines
+
+
+def test_junit_and_the_step_summary_have_one_entry_per_suite_and_model(
+    sweep, aime_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = aime_suite.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    junit = aime_suite.path / "junit.xml"
+    result, _ = sweep(*FAST, f"--junitxml={junit}", "--agenteval-gate=aime25.problems >= 2")
+    assert result.ret == 0
+    import xml.etree.ElementTree as ET
+
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert {k: v for k, v in properties.items() if k.endswith(".problems") or ".gate." in k} == {
+        "agenteval.aime25[base].problems": "2",
+        "agenteval.aime25[step-200].problems": "2",
+        "agenteval.gate.1": "PASS aime25.problems >= 2 [base] (2.0000 >= 2 holds)",
+        "agenteval.gate.2": "PASS aime25.problems >= 2 [step-200] (2.0000 >= 2 holds)",
+    }
+    headings = [line for line in target.read_text().splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### aime25[base] · text-only · SmolLM2-135M-Instruct.Q4_1 (gguf)",
+        "### aime25[step-200] · text-only · step-200 (gguf)",
+        "### Gates",
+    ]
