@@ -80,6 +80,7 @@ def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds(sweep, wo
         (("-k", "step-200"), ["step-200:0", "step-200:1", "step-200:2", "step-200:3"]),
         (("-m", "model_base", "--limit=1"), ["base:0"]),
         (("--limit=1",), ["base:0", "step-200:0"]),  # per model
+        (("--limit=2", "--agenteval-shard=1/2"), ["base:1", "step-200:1"]),  # each shard: a part of each
         (("--strict-markers", "-m", "model_base and not model_step_200", "--limit=2"), ["base:0", "base:1"]),
     ],
 )
