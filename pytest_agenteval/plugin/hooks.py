@@ -184,7 +184,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     from pytest_agenteval.models.serve.resolve import resolve_model_path
     from pytest_agenteval.models.serve.session import pick_backend, start
 
-    _refuse_remote_workers(config)
+    hosts.refuse_remote_workers(config)
     cache = _cache_dir(config, settings)
     try:
         source = settings.model_path or str(choice.path)
@@ -208,21 +208,6 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
             f"(log {server.log_path})"
         )
     return served_choice(launch.workerinput())
-
-
-def _refuse_remote_workers(config: pytest.Config) -> None:
-    """A launched server listens on the controller's loopback only: a worker on another
-    machine (`--tx ssh=...`) could not reach it."""
-    try:
-        import execnet
-    except ImportError:
-        return
-    for tx in config.getoption("tx", None) or []:
-        if hosts.host_of(execnet.XSpec(tx)) != "localhost":
-            raise pytest.UsageError(
-                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
-                "reach; start a server every host can reach and pass --endpoint URL instead"
-            )
 
 
 def _say(line: str) -> None:
