@@ -32,12 +32,15 @@ OPTIONS: tuple[Option, ...] = (
     *topic(
         "Model",
         Option(
-            "model_path",
+            "model_paths",
             "--model-path",
-            None,
+            (),
             "model to evaluate: a *.gguf file, a checkpoint folder, a LoRA adapter folder, a hub id, "
             "trio://... or tinker://... (PyTRIO/Tinker sampler weights, with --base-model), "
-            "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct",
+            "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct (repeatable, "
+            "globs and LABEL=PATH allowed: more than one model is a sweep, docs/sweeps.md)",
+            multiple=True,
+            old_name="model_path",
         ),
         Option(
             "base_model",

@@ -121,4 +121,7 @@ def build_settings(config: pytest.Config) -> Settings:
         else:
             values[option.dest] = option.parse(*given)
             explicit.add(option.dest)
-    return Settings(**values, explicit=frozenset(explicit))
+    paths = values["model_paths"]
+    # a one-model run's --model-path as before; a sweep's models: plugin/sweep.py
+    model_path = paths[0] if len(paths) == 1 else None
+    return Settings(**values, model_path=model_path, explicit=frozenset(explicit))

@@ -29,6 +29,9 @@ def _concurrency_ceiling(self: Settings) -> int:
 
 def _generate() -> type:
     fields: list[Any] = [(o.dest, o.annotation, dataclasses.field(default=o.default)) for o in OPTIONS]
+    # the one --model-path of a one-model run (None: the embedded model, or a sweep, whose
+    # models `plugin/sweep.py` expands from model_paths); build_settings sets it
+    fields.append(("model_path", str | None, dataclasses.field(default=None)))
     # the options the user set (command line or ini file): suites default the others
     fields.append(("explicit", frozenset[str], dataclasses.field(default=frozenset())))
     namespace = {
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
         """The effective configuration, identical on the controller and every worker."""
 
         # Model
-        model_path: str | None
+        model_paths: tuple[str, ...]
         base_model: str | None
         chat_template: str | None
         strict: bool
@@ -153,6 +156,7 @@ if TYPE_CHECKING:
         batch: bool
         batch_poll_interval: float
 
+        model_path: str | None = None
         explicit: frozenset[str] = frozenset()
 
         def as_dict(self) -> dict[str, Any]: ...

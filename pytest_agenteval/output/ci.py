@@ -49,7 +49,7 @@ def suite_properties(
 
     properties: list[tuple[str, str]] = []
     for summary in summaries:
-        name = f"{PREFIX}.{summary['suite']}"
+        name = f"{PREFIX}.{suite_key(summary)}"
         properties += [
             (f"{name}.problems", str(summary.get("problems"))),
             (f"{name}.n", str(summary.get("val_n"))),
@@ -159,6 +159,12 @@ def write_junit(
     add_suite_properties(path, properties, verdicts)
 
 
+def suite_key(summary: Mapping[str, Any]) -> str:
+    """`aime25`, or in a sweep `aime25[step-200]` (the suite of one model, as gates name it)."""
+    label = summary.get("model_label")
+    return f"{summary['suite']}[{label}]" if label else str(summary["suite"])
+
+
 def run_heading(summary: Mapping[str, Any]) -> str:
     """A suite's heading in the job summary: its mode and model, so two runs of one job
     (a matrix) can be told apart: `aime25 · retool · Qwen3-0.6B (llama)`."""
@@ -166,7 +172,7 @@ def run_heading(summary: Mapping[str, Any]) -> str:
     name = model.get("name") or summary.get("base_model") or "model?"
     backend = f" ({model['backend']})" if model.get("backend") else ""
     parts = [
-        str(summary.get("suite")),
+        suite_key(summary),
         *([str(summary["mode"])] if summary.get("mode") else []),
         f"{name}{backend}",
     ]
@@ -182,20 +188,24 @@ def step_summary(
     from pytest_agenteval.report._runs import Run, SuiteRun
     from pytest_agenteval.report._tables import headline_table
 
-    label = str(summaries[0].get("base_model") or "this run") if summaries else "this run"
-    run = Run(label, Path("."), {s["suite"]: SuiteRun(s, {}) for s in summaries})
-    by_name = {s["suite"]: s for s in summaries}
     lines = ["## pytest-agenteval", ""]
-    for report in build([run]):
-        summary = by_name[report.name]
-        table = headline_table(report)
-        block = table_lines(dataclasses.replace(table, title=run_heading(summary)), "###")
-        if not summary.get("complete", True):  # under the heading: a line after a table is a row
-            block[2:2] = [
-                f"**INCOMPLETE**: {summary.get('incomplete') or 'not every problem was scored'}",
-                "",
-            ]
-        lines += block
+    by_model: dict[str, list[Mapping[str, Any]]] = {}  # a sweep: one table per (suite, model)
+    for summary in summaries:
+        by_model.setdefault(str(summary.get("model_label") or ""), []).append(summary)
+    for group in by_model.values():
+        label = str(group[0].get("model_label") or group[0].get("base_model") or "this run")
+        run = Run(label, Path("."), {s["suite"]: SuiteRun(s, {}) for s in group})
+        by_name = {s["suite"]: s for s in group}
+        for report in build([run]):
+            summary = by_name[report.name]
+            table = headline_table(report)
+            block = table_lines(dataclasses.replace(table, title=run_heading(summary)), "###")
+            if not summary.get("complete", True):  # under the heading: a line after a table is a row
+                block[2:2] = [
+                    f"**INCOMPLETE**: {summary.get('incomplete') or 'not every problem was scored'}",
+                    "",
+                ]
+            lines += block
     if gates or comparisons:
         lines += ["### Gates", "", "| Gate | Verdict | Value | Why |", "|---|---|---|---|"]
         for r in gates:

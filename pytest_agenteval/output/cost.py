@@ -261,7 +261,8 @@ def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
             if judge.get("unpriced") == 0 and judge.get("calls"):
                 parts.append(f"judge {name}: {format_usd(judge['usd'])}")
         if parts:
-            lines.append(f"cost {summary['suite']}: " + "; ".join(parts))
+            model = f"[{summary['model_label']}]" if summary.get("model_label") else ""  # a sweep's
+            lines.append(f"cost {summary['suite']}{model}: " + "; ".join(parts))
     return lines
 
 

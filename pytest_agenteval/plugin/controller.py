@@ -41,12 +41,24 @@ CRASH_WHEN = "???"  # xdist's `when` for an item whose worker died
 
 class ResultsCollector:
     def __init__(
-        self, config: pytest.Config, settings: Settings, gates: Sequence[Gate], choice: ModelChoice
+        self,
+        config: pytest.Config,
+        settings: Settings,
+        gates: Sequence[Gate],
+        choice: ModelChoice,
+        models: Mapping[str, ModelChoice] | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
         self.gates = list(gates)
         self.choice = choice
+        # a sweep's models, label -> choice in order (plugin/sweep_results.py); {} otherwise
+        self.models: dict[str, ModelChoice] = dict(models or {})
+        self.sweep: Any = None
+        if self.models:
+            from pytest_agenteval.plugin.sweep_results import SweepResults
+
+            self.sweep = SweepResults(self)
         self.started = time.time()
         # nodeid -> its problem line without the texts, packed (about 60 bytes a generation):
         # what the summaries need; the whole line is in the results file's keeping (on disk)
@@ -102,9 +114,13 @@ class ResultsCollector:
                     # waits on the server: not at start-up, where the import thread holds
                     # the GIL on the way to the first request (45 ms with -n 0).
                     threading.Thread(target=_warm_up, name="agenteval-warm-up", daemon=True).start()
-                price_record(value, self.settings, self.choice)  # each generation's cost_usd
+                label = value.get("model", "")  # a sweep's model, "" otherwise
+                price_record(value, self.settings, self.models.get(label, self.choice))  # its cost_usd
                 self.records[report.nodeid] = pack_record(without_texts(value))
-                self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
+                if self.sweep is not None:  # each model's own results file
+                    self.sweep.stream(label, report.nodeid, value)
+                else:
+                    self.results_file.stream(self._partial_target(value["suite"]), report.nodeid, value)
                 if value.get("error"):
                     self.infra_errors[report.nodeid] = value["error"]
         if report.failed and report.when != "call":
@@ -134,7 +150,9 @@ class ResultsCollector:
 
     @property
     def storage_notes(self) -> list[str]:
-        return self.cache_notes + self.results_file.notes
+        return (
+            self.cache_notes + self.results_file.notes + (self.sweep.notes if self.sweep is not None else [])
+        )
 
     def add_backend_counts(self, counts: Mapping[str, int]) -> None:
         """Sum the processes' request counters (a crashed worker's are lost: the
@@ -169,6 +187,11 @@ class ResultsCollector:
             return
         missing = self._missing()
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        if self.sweep is not None:  # per (suite, model): plugin/sweep_results.py
+            self.sweep.finish(by_suite, missing, interrupted)
+            self._mark_for_last_failed(missing)
+            self._decide_exit(session)  # once, over every model's summaries and gates
+            return
         self.summaries = self._summaries(by_suite, missing, interrupted)
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
         if self.baseline is not None:
@@ -233,12 +256,21 @@ class ResultsCollector:
         ]
 
     def _summaries(
-        self, by_suite: Mapping[str, list[ProblemRecord]], missing: list[str], interrupted: bool
+        self,
+        by_suite: Mapping[str, list[ProblemRecord]],
+        missing: list[str],
+        interrupted: bool,
+        choice: ModelChoice | None = None,
+        settings: Settings | None = None,
+        whole: Any = None,
     ) -> list[dict[str, Any]]:
+        """Each suite's summary, of the run's model or (a sweep) of `choice` run with
+        `settings`, whose records `whole` reads back."""
+        choice, settings = choice or self.choice, settings or self.settings
         finished = time.time()
         run = RunFacts(
-            base_model=self.choice.model_name or self.choice.label,
-            model=describe_model(self.choice, self.settings),
+            base_model=choice.model_name or choice.label,
+            model=describe_model(choice, settings),
             keyword=self.config.getoption("keyword", "") or None,
             markexpr=self.config.getoption("markexpr", "") or None,
             backend=self.backend,
@@ -252,11 +284,11 @@ class ResultsCollector:
             concurrency=concurrency_summary(self.concurrency, self.started),  # output/concurrency.py
             cost=functools.partial(
                 cost_summary,
-                settings=self.settings,
-                billed_as=billed_name(self.choice),
+                settings=settings,
+                billed_as=billed_name(choice),
                 # an in-process model is loaded by every xdist worker: one device each
                 devices=device_count(
-                    self.settings, self.choice, getattr(self.config.option, "numprocesses", None) or 1
+                    settings, choice, getattr(self.config.option, "numprocesses", None) or 1
                 ),
                 duration_s=finished - self.started,
                 ledger=self.budget,
@@ -270,10 +302,10 @@ class ResultsCollector:
             suite_summary(
                 name,
                 sorted(records, key=lambda r: r.index),
-                self._whole,
+                whole or self._whole,
                 missing,
                 interrupted,
-                self.settings,
+                settings,
                 run,
                 shard,
             )
@@ -341,7 +373,12 @@ class ResultsCollector:
         terminalreporter.section("agenteval")
         if self.suite_error:
             terminalreporter.write_line(f"ERROR: {self.suite_error}", red=True, bold=True)
-        for line in report.run_lines(self.summaries, self.gate_results, self.comparisons):
+        lines = (
+            self.sweep.terminal_lines()
+            if self.sweep is not None
+            else report.run_lines(self.summaries, self.gate_results, self.comparisons)
+        )
+        for line in lines:
             terminalreporter.write_line(line)
         for line in concurrency_lines(self.summaries[0].get("concurrency") if self.summaries else None):
             terminalreporter.write_line(line)
@@ -354,8 +391,9 @@ class ResultsCollector:
             terminalreporter.write_line(_unforgiven_line(others, self.unforgivable))
         for note in self.storage_notes:
             terminalreporter.write_line(f"storage: {note}")
-        if self.written:
-            terminalreporter.write_line(f"results: {self.written}")
+        for path in self.sweep.written.values() if self.sweep is not None else [self.written]:
+            if path:
+                terminalreporter.write_line(f"results: {path}")
 
 
 def _warm_up() -> None:

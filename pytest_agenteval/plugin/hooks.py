@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, shards
+from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, shards, sweep
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -98,7 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     evaluating = not _is_worker(config) and in_use(config, settings)
     config.stash[EVALUATING] = evaluating
-    if _is_worker(config):
+    settings, choices = sweep.configure(config, settings, evaluating, _cache_dir, _say)  # a sweep's models
+    if choices:
+        choice = next(iter(choices.values()))  # the reference model
+    elif _is_worker(config):
         name = config.workerinput.get("agenteval_model_name")  # type: ignore[attr-defined]
         served = config.workerinput.get(WORKERINPUT_KEY)  # type: ignore[attr-defined]
         choice = served_choice(served) if served else _lazy_choice(settings, name)
@@ -124,7 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_agenteval.plugin.controller import ResultsCollector
 
         try:
-            collector = ResultsCollector(config, settings, gates, choice)
+            collector = ResultsCollector(config, settings, gates, choice, choices)
         except BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(collector, "agenteval-results")
@@ -133,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if evaluating and config.pluginmanager.hasplugin("xdist"):
         launched = config.stash.get(LAUNCH, None)
         config.pluginmanager.register(
-            _XdistController(choice, settings, cache_dir, launched), "agenteval-xdist"
+            _XdistController(choice, settings, cache_dir, launched, choices), "agenteval-xdist"
         )
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
     if choice.kind in SDK_SCHEMES:
@@ -146,6 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _share(config, settings.concurrency_ceiling, per_host=hosts.host_local(settings.endpoints)),
         cache_dir,
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
+        models=choices,
     )
     cost.install(config, settings, choice, config.stash[RUNTIME], evaluating)  # budget ledger, --estimate
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)
@@ -180,7 +184,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     from pytest_agenteval.models.serve.resolve import resolve_model_path
     from pytest_agenteval.models.serve.session import pick_backend, start
 
-    _refuse_remote_workers(config)
+    hosts.refuse_remote_workers(config)
     cache = _cache_dir(config, settings)
     try:
         source = settings.model_path or str(choice.path)
@@ -204,21 +208,6 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
             f"(log {server.log_path})"
         )
     return served_choice(launch.workerinput())
-
-
-def _refuse_remote_workers(config: pytest.Config) -> None:
-    """A launched server listens on the controller's loopback only: a worker on another
-    machine (`--tx ssh=...`) could not reach it."""
-    try:
-        import execnet
-    except ImportError:
-        return
-    for tx in config.getoption("tx", None) or []:
-        if hosts.host_of(execnet.XSpec(tx)) != "localhost":
-            raise pytest.UsageError(
-                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
-                "reach; start a server every host can reach and pass --endpoint URL instead"
-            )
 
 
 def _say(line: str) -> None:
@@ -300,6 +289,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         problems = runtime.problems(suite)
     except DataError as exc:
         raise pytest.Collector.CollectError(f"agenteval: {exc}") from None
+    if sweep.parametrize(metafunc, problems):  # a sweep: one item per (model, problem)
+        return
     metafunc.parametrize(
         "problem",
         [pytest.param(p, id=p.node_id, marks=[getattr(pytest.mark, m) for m in p.markers]) for p in problems],
@@ -441,9 +432,15 @@ class _XdistController:
     """Controller-side xdist hooks."""
 
     def __init__(
-        self, choice: ModelChoice, settings: options.Settings, cache_dir: Path | None, launched: Any = None
+        self,
+        choice: ModelChoice,
+        settings: options.Settings,
+        cache_dir: Path | None,
+        launched: Any = None,
+        choices: dict[str, ModelChoice] | None = None,
     ) -> None:
         self.choice = choice
+        self.choices = choices or {}  # a sweep's models, label -> choice
         self.settings = settings
         self.cache_dir = cache_dir
         self.launched = launched  # serving.session.Launch, when this run launched its server
@@ -464,6 +461,8 @@ class _XdistController:
         )
         if self.launched is not None:
             node.workerinput[WORKERINPUT_KEY] = self.launched.workerinput()
+        if self.choices:
+            sweep.fill_workerinput(node.workerinput, node.config.stash[sweep.MODELS], self.choices)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:

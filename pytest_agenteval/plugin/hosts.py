@@ -153,3 +153,18 @@ def on_worker(settings: Settings, workerinput: Mapping[str, Any]) -> Settings:
     """The settings a worker runs with: the controller's resolved paths replace its own."""
     paths = workerinput.get(PATHS_KEY) or {}
     return dataclasses.replace(settings, **paths) if paths else settings
+
+
+def refuse_remote_workers(config: pytest.Config) -> None:
+    """A launched server listens on the controller's loopback only: a worker on another
+    machine (`--tx ssh=...`) could not reach it."""
+    try:
+        import execnet
+    except ImportError:
+        return
+    for tx in config.getoption("tx", None) or []:
+        if host_of(execnet.XSpec(tx)) != "localhost":
+            raise pytest.UsageError(
+                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
+                "reach; start a server every host can reach and pass --endpoint URL instead"
+            )

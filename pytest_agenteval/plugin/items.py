@@ -81,7 +81,8 @@ def apply_limits(
     items: Sequence[pytest.Item], settings: options.Settings
 ) -> tuple[list[pytest.Item], list[pytest.Item]]:
     """(kept, dropped): the first K selected problems of each suite (`--limit`) and of each
-    category (`--limit-per-category`), in collection (dataset) order."""
+    category (`--limit-per-category`), in collection (dataset) order; in a sweep, of each
+    model."""
     if not (settings.limit or settings.limit_per_category):
         return list(items), []
 
@@ -105,11 +106,11 @@ def apply_limits(
 def _limit_keys(
     settings: options.Settings, suite: Suite, problem: Problem
 ) -> list[tuple[tuple[str, ...], int]]:
-    keys = []
+    keys = []  # per model in a sweep (problem.model: "" otherwise)
     if settings.limit:
-        keys.append(((suite.name,), settings.limit))
+        keys.append(((suite.name, problem.model), settings.limit))
     if settings.limit_per_category:
-        keys.append(((suite.name, suite.category_of(problem)), settings.limit_per_category))
+        keys.append(((suite.name, problem.model, suite.category_of(problem)), settings.limit_per_category))
     return keys
 
 

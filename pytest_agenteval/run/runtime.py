@@ -7,7 +7,7 @@ import asyncio
 import concurrent.futures as cf
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,24 @@ class Runtime:
         concurrency: int,
         cache_dir: Path | None = None,
         sandbox_workers: int = 8,
+        models: Mapping[str, ModelChoice] | None = None,
+        model_ready: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.sandbox_workers = sandbox_workers  # this process's share
         self.cache_dir = cache_dir
-        self.choice = choice
+        # label -> choice: a sweep's models in order (the first is the reference), else the
+        # one model under the label "" (Problem.model of a one-model run)
+        self.models: dict[str, ModelChoice] = dict(models) if models else {"": choice}
+        self.choice = next(iter(self.models.values()))  # the reference model
+        # whether a model's server is up (a sweep launched one after another): nothing runs
+        # ahead into a model that is not
+        self.model_ready: Callable[[str], bool] = model_ready or (lambda label: True)
         self.concurrency = concurrency
         self._problems: dict[str, list[Problem]] = {}
         self._submitted: set[tuple[str, str]] = set()  # (suite, node id) in the engine
         self._engine: Engine | None = None
-        self._sampler: Any = None
+        self._samplers: dict[str, Any] = {}  # label -> its sampler (under the budget and cache)
         self._sandbox: Any = None
         self.cache: Any = None
         self.history: dict[str, dict[str, list[bool]]] = {}  # suite -> category -> verdicts
@@ -76,21 +84,40 @@ class Runtime:
     # -- lazily started resources ------------------------------------------------------
     @property
     def sampler(self) -> Any:
-        if self._sampler is None:
-            home = self.cache_dir / "sdk-home" if self.cache_dir is not None else None
-            sampler = make_sampler(self.choice, self.settings, self.concurrency, home)
-            # the budget under the cache: a cache hit never reaches it and is never charged
-            if self.budget is not None and not isinstance(sampler, ReplaySource):
-                from pytest_agenteval.models._prices import billed_name
+        """The reference model's sampler (a one-model run's only one)."""
+        return self.sampler_for(next(iter(self.models)))
 
-                sampler = self.budget.wrap(sampler, billed_name(self.choice))
-            if self.cache_dir is not None and not isinstance(sampler, ReplaySource):
-                from pytest_agenteval.models.cache import CachingSampler, GenerationCache
+    @property
+    def _sampler(self) -> Any:
+        """The reference model's sampler if something started it."""
+        return self._samplers.get(next(iter(self.models)))
 
+    def started_samplers(self) -> list[Any]:
+        return list(self._samplers.values())
+
+    def sampler_for(self, label: str) -> Any:
+        """The sampler of model `label` (a sweep's; "" in a one-model run), started when
+        first asked for. Every model's goes under the budget and the one generation cache,
+        whose key holds the model's identity (name, weights fingerprint)."""
+        sampler = self._samplers.get(label)
+        if sampler is not None:
+            return sampler
+        choice = self.models[label]
+        home = self.cache_dir / "sdk-home" if self.cache_dir is not None else None
+        sampler = make_sampler(choice, self.settings, self.concurrency, home)
+        # the budget under the cache: a cache hit never reaches it and is never charged
+        if self.budget is not None and not isinstance(sampler, ReplaySource):
+            from pytest_agenteval.models._prices import billed_name
+
+            sampler = self.budget.wrap(sampler, billed_name(choice))
+        if self.cache_dir is not None and not isinstance(sampler, ReplaySource):
+            from pytest_agenteval.models.cache import CachingSampler, GenerationCache
+
+            if self.cache is None:
                 self.cache = GenerationCache(self.cache_dir)
-                sampler = CachingSampler(sampler, self.cache, self.settings.model_revision or "")
-            self._sampler = sampler
-        return self._sampler
+            sampler = CachingSampler(sampler, self.cache, self.settings.model_revision or "")
+        self._samplers[label] = sampler
+        return sampler
 
     @property
     def engine(self) -> Engine:
@@ -152,13 +179,13 @@ class Runtime:
 
     # -- rollouts ----------------------------------------------------------------------
     def sample_count(self, suite: Suite, problem: Problem) -> int:
-        sampler = self.sampler
+        sampler = self.sampler_for(problem.model)
         if isinstance(sampler, ReplaySource) and "val_n" not in self.settings.explicit:
             return sampler.sample_count(problem.id) or suite.samples(self.settings)
         return suite.samples(self.settings)
 
     async def _rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
-        sampler = self.sampler
+        sampler = self.sampler_for(problem.model)
         if isinstance(sampler, ReplaySource):
             recorded = sampler.generation(problem.id, sample_index)
             rollout = generation_from_dict(
@@ -212,6 +239,8 @@ class Runtime:
     def may_run_ahead(self, suite: Suite, problem: Problem) -> bool:
         if suite.uses_agent and suite.name not in self._agent_known:
             return False  # the agent fixture has not been set up yet: nothing to run ahead
+        if problem.model and not self.model_ready(problem.model):
+            return False  # its server is not up yet: waiting on it ahead would hold the engine
         return self.admission(suite, problem) == "run"
 
     def submitted(self, suite: Suite, problem: Problem) -> bool:
@@ -290,15 +319,19 @@ class Runtime:
             error=_join_errors(errors),
             nodeid=nodeid,
             prompt_hash=suite.prompt_hash(problem, self.settings),
-            extra=suite.problem_extra(problem),
+            # a sweep's problem line names its model
+            extra={**suite.problem_extra(problem), **({"model": problem.model} if problem.model else {})},
         )
 
     def backend_counts(self) -> dict[str, int]:
         """This process's request counters (sent, ok, retries by cause, cache hits), and
         `sandbox_without_<layer>` = 1 for each layer its sandbox's level went without."""
         counts: dict[str, int] = {}
-        if self._sampler is not None and hasattr(self._sampler, "stats"):
-            counts = {k: v for k, v in self._sampler.stats().items() if isinstance(v, int)}
+        for sampler in self._samplers.values():  # summed over a sweep's models
+            if hasattr(sampler, "stats"):
+                for key, value in sampler.stats().items():
+                    if isinstance(value, int):
+                        counts[key] = counts.get(key, 0) + value
         if self._sandbox is not None:  # auto takes what works here: count what it went without
             counts.update({f"sandbox_without_{layer}": 1 for layer in self._sandbox.containment["missing"]})
         return counts
@@ -306,8 +339,12 @@ class Runtime:
     def concurrency_report(self) -> list[dict[str, Any]]:
         """`--concurrency auto`: this process's limit on each endpoint and its changes
         (the sampler's stats keep them); empty with a fixed --concurrency."""
-        stats = self._sampler.stats() if self._sampler is not None and hasattr(self._sampler, "stats") else {}
-        return list(stats.get("concurrency", []))
+        return [
+            entry
+            for sampler in self._samplers.values()
+            if hasattr(sampler, "stats")
+            for entry in sampler.stats().get("concurrency", [])
+        ]
 
     def storage_notes(self) -> list[str]:
         """This process's generation-cache problems (a full disk, corrupt segments)."""
@@ -315,9 +352,9 @@ class Runtime:
 
     def in_flight(self) -> int:
         """Requests running now (for in-process models: rollouts running)."""
-        inner = getattr(self._sampler, "inner", self._sampler)
-        if hasattr(inner, "in_flight"):
-            return int(inner.in_flight)
+        inners = [getattr(s, "inner", s) for s in self._samplers.values()]
+        if inners and all(hasattr(inner, "in_flight") for inner in inners):
+            return sum(int(inner.in_flight) for inner in inners)
         return self._engine.active if self._engine is not None else 0
 
     def close(self) -> list[str]:
@@ -325,9 +362,7 @@ class Runtime:
         engine, self._engine = self._engine, None
         if engine is None:
             return []
-        finalizers = []
-        if self._sampler is not None and hasattr(self._sampler, "aclose"):
-            finalizers.append(self._sampler.aclose)
+        finalizers = [s.aclose for s in self._samplers.values() if hasattr(s, "aclose")]
         finalizers.extend(self.finalizers)
         if self._sandbox is not None:
             finalizers.append(self._sandbox.aclose)

@@ -79,7 +79,7 @@ def test_only_endpoints_on_the_workers_own_machine_are_split_per_host() -> None:
 
 
 def test_every_option_a_worker_reads_from_disk_is_resolved_for_it() -> None:
-    names = {o.dest for o in OPTIONS}
+    names = {o.dest for o in OPTIONS} | {"model_path"}  # a one-model run's --model-path
     assert set(hosts.WORKER_PATH_OPTIONS) <= names
     assert "out" not in hosts.WORKER_PATH_OPTIONS  # results: the controller alone
 

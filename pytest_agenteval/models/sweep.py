@@ -1,0 +1,100 @@
+"""The models of a checkpoint sweep: every `--model-path` value (repeatable, globs allowed,
+`LABEL=PATH` naming one), expanded into labelled models in the order the run evaluates
+them. A run is a sweep when it has more than one model; the FIRST model is the reference
+the comparisons are made against."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+LABEL_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
+_GLOB_CHARACTERS = re.compile(r"[*?\[]")
+_NUMBER = re.compile(r"(\d+)")
+
+
+@dataclass(frozen=True)
+class SweepModel:
+    """One model of a sweep: its label (item ids `LABEL:ID`, marker `model_LABEL`, results
+    file, summary block) and the `--model-path` value that names it (a path, a hub id)."""
+
+    label: str
+    source: str
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key with digit runs compared as numbers: step-100 < step-200 < step-1000."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _NUMBER.split(text) if part)
+
+
+def is_glob(value: str) -> bool:
+    return bool(_GLOB_CHARACTERS.search(value))
+
+
+def label_of(source: str) -> str:
+    """The label a source gets unless named: the file's stem (`step-200.gguf` -> `step-200`),
+    the folder's name, a hub id's last part (`Qwen/Qwen3-8B` -> `Qwen3-8B`)."""
+    name = source.rstrip("/").rsplit("/", 1)[-1]
+    return name[: -len(".gguf")] if name.endswith(".gguf") else name
+
+
+def marker_name(label: str) -> str:
+    """The marker of a model's items: `model_` + the label, non-identifier characters as `_`
+    (`step-200` -> `model_step_200`), for `-m model_step_200`."""
+    return "model_" + re.sub(r"\W", "_", label)
+
+
+def _split_label(value: str) -> tuple[str | None, str]:
+    """`LABEL=PATH` -> (LABEL, PATH); a value without a label part -> (None, value)."""
+    label, sep, rest = value.partition("=")
+    if sep and rest and "/" not in label and LABEL_PATTERN.match(label):
+        return label, rest
+    return None, value
+
+
+def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
+    """The models the `--model-path` values name, in order: each value's glob matches
+    naturally sorted; `LABEL=PATH` labels one model. Raises ValueError with one line
+    naming the fix (a glob matching nothing, a bad or repeated label)."""
+    models: list[SweepModel] = []
+    for value in values:
+        label, source = _split_label(value)
+        if is_glob(source):
+            matches = sorted(glob.glob(os.path.expanduser(source)), key=natural_key)
+            if not matches:
+                raise ValueError(f"--model-path {value}: the glob matches nothing; fix the pattern")
+            if label is not None and len(matches) > 1:
+                raise ValueError(
+                    f"--model-path {value}: one label for {len(matches)} models; drop {label}= "
+                    "(each model is labelled by its name) or name one path per label"
+                )
+            models.extend(SweepModel(label or label_of(m), m) for m in matches)
+        else:
+            models.append(SweepModel(label or label_of(source), source))
+    seen: dict[str, str] = {}
+    for model in models:
+        if not LABEL_PATTERN.match(model.label):
+            raise ValueError(
+                f"--model-path {model.source}: label {model.label!r} has characters other than "
+                "A-Z a-z 0-9 . _ -; name it with --model-path LABEL=PATH"
+            )
+        if model.label in seen:
+            raise ValueError(
+                f"--model-path: {seen[model.label]} and {model.source} both have the label "
+                f"{model.label!r}; name one with --model-path LABEL=PATH"
+            )
+        seen[model.label] = model.source
+    return models
+
+
+def absolute(model: SweepModel) -> SweepModel:
+    """The model with an existing path made absolute (xdist workers may start elsewhere);
+    a hub id stays as given."""
+    path = Path(model.source).expanduser()
+    if not path.exists():
+        return model
+    return SweepModel(model.label, str(path.resolve()))
