@@ -36,6 +36,7 @@ from pytest_agenteval.models._overflow import context_overflow
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import StartupError, checkpoint_of
 from pytest_agenteval.models._slots import PrioritySlots
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._template import ChatTokenizer
 
 
@@ -51,7 +52,7 @@ class Session:
 
 def hf_chat_tokenizer(tokenizer: Any, label: str) -> ChatTokenizer:
     """A transformers tokenizer (the SDK's `get_tokenizer()`) behind our renderer, which
-    follows `apply_chat_template` (tools, thinking off) and keeps special tokens."""
+    follows `apply_chat_template` (tools, --thinking) and keeps special tokens."""
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise StartupError(f"{label} has no chat template; pass --tokenizer PATH with one")
@@ -129,6 +130,8 @@ class SdkSampler:
         self._counts = Counter[str]()
         self._in_flight = 0
         self._rng = random.Random(0)
+        self.think = ThinkSplit.from_settings(settings)  # --think-tags and --thinking as given
+        self._split: ThinkSplit | None = None  # with the template's tags (reasoning_split)
         checkpoint = checkpoint_of(settings.model_path)
         self.identity = ModelIdentity(
             backend=adapter.scheme,
@@ -149,7 +152,18 @@ class SdkSampler:
         return self._session
 
     def chat_tokenizer(self) -> ChatTokenizer:
-        return self.session().tokenizer
+        tokenizer = self.session().tokenizer
+        if self._split is None:
+            tokenizer.enable_thinking = self.think.enable_thinking
+            self._split = self.think.with_template(tokenizer.template)
+        return tokenizer
+
+    def reasoning_split(self, completion: Completion) -> Completion:
+        """The decoded reply's reasoning apart from its answer, by the chat template's think
+        tags (--think-tags over them), the reasoning's tokens counted by the tokenizer."""
+        self.chat_tokenizer()
+        assert self._split is not None
+        return self._split.apply(completion, self.count_tokens)
 
     async def complete(
         self,
@@ -209,14 +223,16 @@ class SdkSampler:
         latency = time.monotonic() - started
         decode = session.tokenizer.decode
         return [
-            Completion(
-                text=decode(tokens),
+            self.reasoning_split(
+                Completion(
+                    text=decode(tokens),
                 finish_reason="length" if reason == "length" else "stop",
                 prompt_tokens=len(prompt) if index == 0 else 0,
                 completion_tokens=len(tokens),
                 latency_s=latency,
                 attempts=attempt if index == 0 else 0,
-                token_ids=tuple(tokens),
+                    token_ids=tuple(tokens),
+                )
             )
             for index, (tokens, reason) in enumerate(sequences)
         ]

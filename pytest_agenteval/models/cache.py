@@ -247,6 +247,17 @@ def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
     return Completion(**fields)
 
 
+def reasoning_key(inner: Any) -> dict[str, Any]:
+    """The part of a sampler's cache key its reasoning split adds ({} for the defaults)."""
+    think = getattr(inner, "think", None)
+    if think is None:
+        return {}
+    key = dict(think.cache_key())
+    if getattr(inner, "extra_body", None) is not None:  # an endpoint: --thinking is in its body
+        key.pop("thinking", None)
+    return {"reasoning": key} if key else {}
+
+
 class CachingSampler:
     """Wraps a sampler: serve finished completions from the cache, store new ones.
     `revision` (--model-revision) names the weights where nothing else does."""
@@ -267,7 +278,13 @@ class CachingSampler:
             "sampling_version": getattr(inner, "sampling_version", 1),
             # the user's name for the weights: only when given, so other keys stay as they were
             **({"revision": revision} if revision else {}),
+            # --think-tags (a completion is stored split) and, in-process, --thinking (the
+            # template renders with it; endpoints have it in extra_body): only when not the
+            # defaults, so every other key stays as it was
+            **reasoning_key(inner),
         }
+        # entries stored before completions carried their reasoning: split as they are read
+        self._split_old = getattr(inner, "reasoning_split", None)
         self._records_served = bool(getattr(inner, "records_served", False))
         self.supports_n = getattr(inner, "supports_n", False)
         self.token_io = getattr(inner, "token_io", False)
@@ -278,6 +295,8 @@ class CachingSampler:
 
     def _hit(self, data: Mapping[str, Any]) -> Completion:
         completion = _completion_from_dict(data)
+        if "reasoning" not in data and self._split_old is not None:
+            completion = self._split_old(completion)
         batch = data.get("batch")
         if isinstance(batch, Mapping):  # a batch answered it: billed at the batch price
             this_run = _batch_run is not None and batch.get("run") == _batch_run

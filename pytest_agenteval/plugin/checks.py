@@ -26,6 +26,7 @@ from pytest_agenteval.models import (
     probe_token_routes,
 )
 from pytest_agenteval.models._keys import api_key_from_env
+from pytest_agenteval.api.reasoning import parse_think_tags
 from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.plugin.items import declares_suite, suite_files
@@ -95,6 +96,11 @@ def validate_settings(settings: Settings) -> None:
         raise pytest.UsageError("--sandbox-timeout and --request-timeout must be > 0")
     if settings.idle_timeout <= 0:
         raise pytest.UsageError(f"--idle-timeout must be > 0 seconds, got {settings.idle_timeout:g}")
+    if settings.think_tags:
+        try:
+            parse_think_tags(settings.think_tags)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     for flag, urls in (("--endpoint", settings.endpoints), ("--judge-endpoint", settings.judge_endpoints)):
         for url in urls:
             check_endpoint_url(flag, url)
