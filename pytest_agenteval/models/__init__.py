@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import urllib.error
@@ -277,7 +278,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
     if settings.tokenizer:
         from pytest_agenteval.models._template import tokenizer_from_file
 
-        tokenizer = tokenizer_from_file(settings.tokenizer)
+        tokenizer = copy.copy(tokenizer_from_file(settings.tokenizer))  # the cached one stays as is
+        tokenizer.enable_thinking = think.enable_thinking  # token-in/token-out renders here
         think = think.with_template(tokenizer.template)  # the tags of the model's own template
     launched: dict[str, str] = {}
     fingerprint = reported_fingerprint(choice.reported)  # what --endpoint servers report

@@ -261,8 +261,10 @@ class LlamaSampler:
         """The reply's reasoning apart from its answer, by the chat template's think tags
         (--think-tags over them), the reasoning's tokens counted by the model's vocabulary."""
         if self._split is None:
-            with self._vocab_lock:
-                template = self._vocab_model().metadata.get("tokenizer.chat_template")
+            try:
+                template: str | None = self.chat_tokenizer().template
+            except SamplerError:  # no template: token-in/token-out only, the default tags
+                template = None
             self._split = self.think.with_template(template)
         return self._split.apply(completion, self.count_tokens)
 

@@ -43,6 +43,9 @@ class ThinkSplit:
 
     tags: tuple[str, str] | None = None
     thinking: str = "off"
+    # False: the chat template writes no think tags, so its prompt cannot have opened a
+    # block; a reply cut off without tags is then an answer cut short, never reasoning
+    prompt_may_open: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any) -> ThinkSplit:
@@ -58,7 +61,8 @@ class ThinkSplit:
         """The tags of this template where --think-tags did not name any."""
         if self.tags is not None:
             return self
-        return dataclasses.replace(self, tags=template_think_tags(template))
+        found = template_think_tags(template)
+        return dataclasses.replace(self, tags=found, prompt_may_open=found is not None)
 
     def cache_key(self) -> dict[str, Any]:
         """What of this split a cached completion depends on, {} for the defaults (keys of
@@ -82,12 +86,14 @@ class ThinkSplit:
             completion.text,
             reasoning_content=completion.reasoning,
             tags=self.tags or DEFAULT_THINK_TAGS,
-            thinking=self.thinking == "on",
+            thinking=self.thinking == "on" and self.prompt_may_open,
             truncated=completion.finish_reason == "length",
         )
         tokens, estimated = completion.reasoning_tokens, False
         if tokens is None:
-            tokens, estimated = _reasoning_tokens(split.reasoning, split.answer, split.closed, completion, count_tokens)
+            tokens, estimated = _reasoning_tokens(
+                split.reasoning, split.answer, split.closed, completion, count_tokens
+            )
         return dataclasses.replace(
             completion,
             text=split.answer,

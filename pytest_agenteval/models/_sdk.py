@@ -11,6 +11,7 @@ SDKs would wait on for hours. Keys come only from the SDKs' own environment vari
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import random
 import tempfile
@@ -33,10 +34,10 @@ from pytest_agenteval.api.sampler import (
 )
 from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
 from pytest_agenteval.models._overflow import context_overflow
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import StartupError, checkpoint_of
 from pytest_agenteval.models._slots import PrioritySlots
-from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._template import ChatTokenizer
 
 
@@ -132,6 +133,7 @@ class SdkSampler:
         self._rng = random.Random(0)
         self.think = ThinkSplit.from_settings(settings)  # --think-tags and --thinking as given
         self._split: ThinkSplit | None = None  # with the template's tags (reasoning_split)
+        self._tokenizer: ChatTokenizer | None = None  # the session's, rendering with --thinking
         checkpoint = checkpoint_of(settings.model_path)
         self.identity = ModelIdentity(
             backend=adapter.scheme,
@@ -152,11 +154,12 @@ class SdkSampler:
         return self._session
 
     def chat_tokenizer(self) -> ChatTokenizer:
-        tokenizer = self.session().tokenizer
-        if self._split is None:
+        if self._tokenizer is None:  # a copy: the session's is shared (and tokenizer_from_file's cached)
+            tokenizer = copy.copy(self.session().tokenizer)
             tokenizer.enable_thinking = self.think.enable_thinking
             self._split = self.think.with_template(tokenizer.template)
-        return tokenizer
+            self._tokenizer = tokenizer
+        return self._tokenizer
 
     def reasoning_split(self, completion: Completion) -> Completion:
         """The decoded reply's reasoning apart from its answer, by the chat template's think
@@ -226,11 +229,11 @@ class SdkSampler:
             self.reasoning_split(
                 Completion(
                     text=decode(tokens),
-                finish_reason="length" if reason == "length" else "stop",
-                prompt_tokens=len(prompt) if index == 0 else 0,
-                completion_tokens=len(tokens),
-                latency_s=latency,
-                attempts=attempt if index == 0 else 0,
+                    finish_reason="length" if reason == "length" else "stop",
+                    prompt_tokens=len(prompt) if index == 0 else 0,
+                    completion_tokens=len(tokens),
+                    latency_s=latency,
+                    attempts=attempt if index == 0 else 0,
                     token_ids=tuple(tokens),
                 )
             )

@@ -1,6 +1,6 @@
 """The model's own chat template and tokenizer, client-side: render messages (with tools,
-thinking as --thinking says: off unless asked) to token ids as transformers' `apply_chat_template(tokenize=True)` does, and
-continue a conversation token-in/token-out as the ReTool lab's protocol.py does."""
+thinking as --thinking says) to token ids as transformers' `apply_chat_template(tokenize=True)`
+does, and continue a conversation token-in/token-out as the ReTool lab's protocol.py does."""
 
 from __future__ import annotations
 

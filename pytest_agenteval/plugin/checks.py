@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.api.reasoning import parse_think_tags
 from pytest_agenteval.api.suite import Suite
 from pytest_agenteval.config.option import suite_tag
 from pytest_agenteval.config.options import OPTIONS, Settings, unused_options
@@ -26,7 +27,6 @@ from pytest_agenteval.models import (
     probe_token_routes,
 )
 from pytest_agenteval.models._keys import api_key_from_env
-from pytest_agenteval.api.reasoning import parse_think_tags
 from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.plugin.items import declares_suite, suite_files

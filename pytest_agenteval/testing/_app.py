@@ -20,9 +20,9 @@ from pytest_agenteval.testing._overflow import request_overflow
 from pytest_agenteval.testing._ratelimit import ConcurrencyLimit
 from pytest_agenteval.testing._render import estimate_prompt_tokens, render_choice, tool_names
 from pytest_agenteval.testing._responders import last_user_text, normalize_replies
-from pytest_agenteval.testing._think import split_choices, usage_details
 from pytest_agenteval.testing._sse import sse_events, wants_stream
 from pytest_agenteval.testing._stats import InFlightTracker, RequestLog, outcome_counts
+from pytest_agenteval.testing._think import split_choices, usage_details
 from pytest_agenteval.testing._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
 
 

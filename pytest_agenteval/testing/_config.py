@@ -103,7 +103,9 @@ class ServerConfig:
             raise ValueError(f"context_style must be one of {CONTEXT_STYLES}: {self.context_style!r}")
         validate_fault_mix({self.fail_first_k_kind: 1.0})
         if self.reasoning_parser not in REASONING_PARSERS:
-            raise ValueError(f"reasoning_parser must be one of {REASONING_PARSERS}: {self.reasoning_parser!r}")
+            raise ValueError(
+                f"reasoning_parser must be one of {REASONING_PARSERS}: {self.reasoning_parser!r}"
+            )
         if self.reasoning_field not in REASONING_FIELDS:
             raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}: {self.reasoning_field!r}")
 

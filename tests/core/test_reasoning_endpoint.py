@@ -26,7 +26,9 @@ def fields(completion: Completion) -> tuple:
     return (completion.text, completion.finish_reason, *(getattr(completion, f) for f in FIELDS))
 
 
-async def ask(config: ServerConfig, *, stream: bool, params: SamplingParams = PARAMS, think=None) -> Completion:
+async def ask(
+    config: ServerConfig, *, stream: bool, params: SamplingParams = PARAMS, think=None
+) -> Completion:
     with OpenAITestServer(config) as server:
         backend = OpenAISampler(
             [server.url], "mock-model", stream=stream, retry=RetryPolicy(max_attempts=1), think=think
@@ -75,7 +77,12 @@ UNCLOSED = ("", "length", "x" * 57, False, 16, False)
             PARAMS,
             (" no: \\boxed{4}", "stop", "I guess \\boxed{3}", True, 7, True),  # 46 chars: 12 tokens * 17/31
         ),
-        ({}, "The answer is \\boxed{4}.", PARAMS, ("The answer is \\boxed{4}.", "stop", None, True, 0, False)),
+        (
+            {},
+            "The answer is \\boxed{4}.",
+            PARAMS,
+            ("The answer is \\boxed{4}.", "stop", None, True, 0, False),
+        ),
     ],
     ids=[
         "tags-in-content",
