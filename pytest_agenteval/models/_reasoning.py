@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_agenteval.api.reasoning import DEFAULT_THINK_TAGS, parse_think_tags, split_reasoning
 from pytest_agenteval.api.sampler import Completion
+from pytest_agenteval.models._template import TemplateError, render_chat_template
 
 # Think tags chat templates use, by their closing tag: a template holding one of these
 # gives the run its tags when --think-tags is not set.
@@ -43,9 +44,12 @@ class ThinkSplit:
 
     tags: tuple[str, str] | None = None
     thinking: str = "off"
-    # False: the chat template writes no think tags, so its prompt cannot have opened a
-    # block; a reply cut off without tags is then an answer cut short, never reasoning
-    prompt_may_open: bool = True
+    # Whether the prompt ends inside an opened think block (the template rendered here, with
+    # --thinking): True: the reply starts inside the thoughts, closed by the closing tag or
+    # never; False: it cannot (a reply cut off without tags is an answer cut short); None: not
+    # known (an endpoint renders its own prompt): --thinking on with a cut-off reply and no
+    # tag at all counts as unclosed reasoning
+    prompt_opens: bool | None = None
 
     @classmethod
     def from_settings(cls, settings: Any) -> ThinkSplit:
@@ -59,10 +63,11 @@ class ThinkSplit:
 
     def with_template(self, template: str | None) -> ThinkSplit:
         """The tags of this template where --think-tags did not name any."""
-        if self.tags is not None:
-            return self
-        found = template_think_tags(template)
-        return dataclasses.replace(self, tags=found, prompt_may_open=found is not None)
+        tags = self.tags if self.tags is not None else template_think_tags(template)
+        opens = (
+            False if tags is None or not template else _opens_block(template, tags[0], self.enable_thinking)
+        )
+        return dataclasses.replace(self, tags=tags, prompt_opens=opens)
 
     def cache_key(self) -> dict[str, Any]:
         """What of this split a cached completion depends on, {} for the defaults (keys of
@@ -82,11 +87,15 @@ class ThinkSplit:
         exact), or, without one, all of completion_tokens for a reasoning that never closed
         (exact: nothing else was generated) and else an estimate from the reasoning's share
         of the characters (`reasoning_tokens_estimated`)."""
+        tags = self.tags or DEFAULT_THINK_TAGS
+        text = completion.text
+        if self.prompt_opens and tags[0] not in text:
+            text = tags[0] + text  # the block the prompt opened
         split = split_reasoning(
-            completion.text,
+            text,
             reasoning_content=completion.reasoning,
-            tags=self.tags or DEFAULT_THINK_TAGS,
-            thinking=self.thinking == "on" and self.prompt_may_open,
+            tags=tags,
+            thinking=self.thinking == "on" and self.prompt_opens is None,
             truncated=completion.finish_reason == "length",
         )
         tokens, estimated = completion.reasoning_tokens, False
@@ -102,6 +111,18 @@ class ThinkSplit:
             reasoning_tokens=tokens,
             reasoning_tokens_estimated=estimated,
         )
+
+
+def _opens_block(template: str, opening: str, enable_thinking: bool | None) -> bool | None:
+    """Whether the template's generation prompt ends with the opening tag (DeepSeek-R1-0528,
+    Qwen3-2507 thinking, QwQ open the block there); None when it cannot render a plain turn."""
+    try:
+        text = render_chat_template(
+            template, [{"role": "user", "content": "1 + 1?"}], enable_thinking=enable_thinking
+        )
+    except TemplateError:
+        return None
+    return text.rstrip().endswith(opening)
 
 
 def _reasoning_tokens(

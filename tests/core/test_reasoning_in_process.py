@@ -46,8 +46,19 @@ def test_the_tags_come_from_the_template(template: str | None, expected: tuple[s
     [
         # the template writes no tags: its prompt opened nothing, a cut-off reply is an answer
         (ThinkSplit(thinking="on").with_template("<|im_start|>"), "abc", "length", ("abc", None, True, 0)),
+        # the template opened the block (thinking on): no closing tag, however it ended, is unclosed
         (ThinkSplit(thinking="on").with_template(THINK_TEMPLATE), "abc", "length", ("", "abc", False, 10)),
-        (ThinkSplit(thinking="on"), "abc", "length", ("", "abc", False, 10)),  # an endpoint: unknown
+        (ThinkSplit(thinking="on").with_template(THINK_TEMPLATE), "abc", "stop", ("", "abc", False, 10)),
+        (
+            ThinkSplit(thinking="on").with_template(THINK_TEMPLATE),
+            "ab</think>c",
+            "stop",
+            ("c", "ab", True, 2),
+        ),
+        (ThinkSplit(thinking="off").with_template(THINK_TEMPLATE), "abc", "length", ("abc", None, True, 0)),
+        # an endpoint (its prompt not known): cut off without tags under --thinking on is unclosed
+        (ThinkSplit(thinking="on"), "abc", "length", ("", "abc", False, 10)),
+        (ThinkSplit(thinking="on"), "abc", "stop", ("abc", None, True, 0)),
         # --think-tags wins over the template's
         (ThinkSplit(("[T]", "[/T]")).with_template(THINK_TEMPLATE), "[T]a[/T]b", "stop", ("b", "a", True, 1)),
         (ThinkSplit().with_template(THINK_TEMPLATE), "<think>ab</think>c", "stop", ("c", "ab", True, 2)),
