@@ -283,8 +283,9 @@ class CachingSampler:
             # defaults, so every other key stays as it was
             **reasoning_key(inner),
         }
-        # entries stored before completions carried their reasoning: split as they are read
-        self._split_old = getattr(inner, "reasoning_split", None)
+        # the inner sampler's reasoning split: for a batch's raw answers as they are stored,
+        # and for entries stored before completions carried their reasoning, as they are read
+        self._reasoning_split = getattr(inner, "reasoning_split", None)
         self._records_served = bool(getattr(inner, "records_served", False))
         self.supports_n = getattr(inner, "supports_n", False)
         self.token_io = getattr(inner, "token_io", False)
@@ -295,8 +296,8 @@ class CachingSampler:
 
     def _hit(self, data: Mapping[str, Any]) -> Completion:
         completion = _completion_from_dict(data)
-        if "reasoning" not in data and self._split_old is not None:
-            completion = self._split_old(completion)
+        if "reasoning" not in data and self._reasoning_split is not None:
+            completion = self._reasoning_split(completion)
         batch = data.get("batch")
         if isinstance(batch, Mapping):  # a batch answered it: billed at the batch price
             this_run = _batch_run is not None and batch.get("run") == _batch_run
@@ -340,6 +341,8 @@ class CachingSampler:
     def store(self, key: str, completions: Sequence[Completion], n: int | None, batch_id: str = "") -> None:
         """Cache what a request answered elsewhere (a batch): one completion under a
         `chat_key`, or the `n` of an `n_key`, each marked with the batch and this run."""
+        if self._reasoning_split is not None:  # a batch's raw reply, split as a live one is
+            completions = [self._reasoning_split(c) for c in completions]
         marked = [
             {**_completion_to_dict(c), "batch": {"id": batch_id, "run": _batch_run}} for c in completions
         ]

@@ -79,3 +79,18 @@ def test_the_key_changes_only_with_the_split() -> None:
     assert key(ThinkSplit(thinking="on")) == plain  # an endpoint's --thinking is in its body already
     assert len({plain, key(ThinkSplit(("[T]", "[/T]"))), key(ThinkSplit(("<a>", "</a>")))}) == 3
 
+
+def test_a_batchs_raw_answer_is_stored_split(tmp_path: Path) -> None:
+    from pytest_agenteval.models._openai_replies import parse_completions
+
+    body = {  # a server without a reasoning parser: the tags are in the content
+        "choices": [{"index": 0, "message": {"content": "<think>2+2 is 4, so</think> \\boxed{4}"}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 13},
+    }
+    with OpenAITestServer(ServerConfig()) as server:
+        sampler = CachingSampler(OpenAISampler([server.url], "mock-model"), GenerationCache(tmp_path))
+        sampler.store(sampler.chat_key(MESSAGES, PARAMS), parse_completions(body, 0.0, 1), None, "batch-1")
+        sampler.cache.close()
+        (stored,) = _run(server, tmp_path)
+        sent = len(server.requests)
+    assert sent == 0 and _fields(stored) == (" \\boxed{4}", "2+2 is 4, so", True, 7, True)  # 13 * 12/22
