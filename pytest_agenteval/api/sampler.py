@@ -106,6 +106,9 @@ class Completion:
     reasoning: str | None = None
     reasoning_closed: bool = True
     reasoning_tokens: int | None = None  # of completion_tokens; None: not known
+    # True: reasoning_tokens is an estimate (an endpoint that reports no count: the
+    # reasoning's share of the reply's characters), not a count
+    reasoning_tokens_estimated: bool = False
 
 
 @dataclass(frozen=True)

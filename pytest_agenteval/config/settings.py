@@ -61,6 +61,8 @@ if TYPE_CHECKING:
         llama_threads: int
         n_ctx: int
         sdk_telemetry: bool
+        # Reasoning
+        think_tags: str
         # Launched servers (--serve)
         serve: bool
         serve_backend: str

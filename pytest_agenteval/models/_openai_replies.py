@@ -49,7 +49,8 @@ def parse_completions(data: Mapping[str, Any], latency: float, attempts: int) ->
     served = {k: v for k in ("model", "system_fingerprint") if isinstance(v := data.get(k), str)}
     if len(choices) == 1:
         only = _parse_choice(choices[0], prompt, completion, latency, attempts)
-        return [dataclasses.replace(only, cached_prompt_tokens=cached, **served)]
+        reported = reported_reasoning_tokens(usage)  # the request's: this one sample's
+        return [dataclasses.replace(only, cached_prompt_tokens=cached, reasoning_tokens=reported, **served)]
     request = {"prompt_tokens": prompt, "completion_tokens": completion}
     if cached:
         request["cached_prompt_tokens"] = cached
@@ -69,6 +70,24 @@ def cached_prompt_tokens(usage: Mapping[str, Any]) -> int:
     details = usage.get("prompt_tokens_details")
     value = details.get("cached_tokens") if isinstance(details, Mapping) else None
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else 0
+
+
+def reported_reasoning_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The reasoning tokens a reply's usage reports (OpenAI, SGLang:
+    `usage.completion_tokens_details.reasoning_tokens`), None where it says nothing."""
+    details = usage.get("completion_tokens_details")
+    value = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def server_reasoning(message: Mapping[str, Any]) -> str | None:
+    """What the server's reasoning parser separated from the content: vLLM's and SGLang's
+    `reasoning_content`, newer vLLM's `reasoning`; None when neither is there."""
+    for name in ("reasoning_content", "reasoning"):
+        value = message.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _own_tokens(choice: Any) -> int | None:
@@ -115,4 +134,5 @@ def _parse_choice(
         latency_s=latency,
         attempts=attempts,
         token_ids=tuple(int(t) for t in choice.get("token_ids") or ()),
+        reasoning=server_reasoning(message),  # split from the text by the sampler (ThinkSplit)
     )

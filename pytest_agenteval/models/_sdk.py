@@ -11,6 +11,7 @@ SDKs would wait on for hours. Keys come only from the SDKs' own environment vari
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import random
 import tempfile
@@ -33,6 +34,7 @@ from pytest_agenteval.api.sampler import (
 )
 from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
 from pytest_agenteval.models._overflow import context_overflow
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._retry import RetryPolicy
 from pytest_agenteval.models._schemes import StartupError, checkpoint_of
 from pytest_agenteval.models._slots import PrioritySlots
@@ -51,7 +53,7 @@ class Session:
 
 def hf_chat_tokenizer(tokenizer: Any, label: str) -> ChatTokenizer:
     """A transformers tokenizer (the SDK's `get_tokenizer()`) behind our renderer, which
-    follows `apply_chat_template` (tools, thinking off) and keeps special tokens."""
+    follows `apply_chat_template` (tools, --thinking) and keeps special tokens."""
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         raise StartupError(f"{label} has no chat template; pass --tokenizer PATH with one")
@@ -129,6 +131,9 @@ class SdkSampler:
         self._counts = Counter[str]()
         self._in_flight = 0
         self._rng = random.Random(0)
+        self.think = ThinkSplit.from_settings(settings)  # --think-tags and --thinking as given
+        self._split: ThinkSplit | None = None  # with the template's tags (reasoning_split)
+        self._tokenizer: ChatTokenizer | None = None  # the session's, rendering with --thinking
         checkpoint = checkpoint_of(settings.model_path)
         self.identity = ModelIdentity(
             backend=adapter.scheme,
@@ -149,7 +154,19 @@ class SdkSampler:
         return self._session
 
     def chat_tokenizer(self) -> ChatTokenizer:
-        return self.session().tokenizer
+        if self._tokenizer is None:  # a copy: the session's is shared (and tokenizer_from_file's cached)
+            tokenizer = copy.copy(self.session().tokenizer)
+            tokenizer.enable_thinking = self.think.enable_thinking
+            self._split = self.think.with_template(tokenizer.template)
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    def reasoning_split(self, completion: Completion) -> Completion:
+        """The decoded reply's reasoning apart from its answer, by the chat template's think
+        tags (--think-tags over them), the reasoning's tokens counted by the tokenizer."""
+        self.chat_tokenizer()
+        assert self._split is not None
+        return self._split.apply(completion, self.count_tokens)
 
     async def complete(
         self,
@@ -209,14 +226,16 @@ class SdkSampler:
         latency = time.monotonic() - started
         decode = session.tokenizer.decode
         return [
-            Completion(
-                text=decode(tokens),
-                finish_reason="length" if reason == "length" else "stop",
-                prompt_tokens=len(prompt) if index == 0 else 0,
-                completion_tokens=len(tokens),
-                latency_s=latency,
-                attempts=attempt if index == 0 else 0,
-                token_ids=tuple(tokens),
+            self.reasoning_split(
+                Completion(
+                    text=decode(tokens),
+                    finish_reason="length" if reason == "length" else "stop",
+                    prompt_tokens=len(prompt) if index == 0 else 0,
+                    completion_tokens=len(tokens),
+                    latency_s=latency,
+                    attempts=attempt if index == 0 else 0,
+                    token_ids=tuple(tokens),
+                )
             )
             for index, (tokens, reason) in enumerate(sequences)
         ]

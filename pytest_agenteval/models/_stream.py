@@ -70,6 +70,9 @@ def _merge(choice: dict[str, Any], part: dict[str, Any]) -> None:
     delta = part.get("delta") or {}
     if delta.get("content"):
         choice["content"] = choice.get("content", "") + delta["content"]
+    for name in ("reasoning_content", "reasoning"):  # a reasoning parser's (vLLM, SGLang)
+        if isinstance(delta.get(name), str) and delta[name]:
+            choice["reasoning_content"] = choice.get("reasoning_content", "") + delta[name]
     for call in delta.get("tool_calls") or ():
         calls = choice.setdefault("tool_calls", {})
         slot = calls.setdefault(int(call.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
@@ -87,6 +90,8 @@ def _finish(choice: dict[str, Any]) -> dict[str, Any]:
         out["text"] = choice["text"]
         return out
     message: dict[str, Any] = {"role": "assistant", "content": choice.get("content", "")}
+    if choice.get("reasoning_content"):
+        message["reasoning_content"] = choice["reasoning_content"]
     calls = choice.get("tool_calls")
     if calls:
         message["tool_calls"] = [

@@ -1,6 +1,6 @@
 """The model's own chat template and tokenizer, client-side: render messages (with tools,
-thinking off) to token ids as transformers' `apply_chat_template(tokenize=True)` does, and
-continue a conversation token-in/token-out as the ReTool lab's protocol.py does."""
+thinking as --thinking says) to token ids as transformers' `apply_chat_template(tokenize=True)`
+does, and continue a conversation token-in/token-out as the ReTool lab's protocol.py does."""
 
 from __future__ import annotations
 
@@ -50,9 +50,11 @@ def render_chat_template(
     add_generation_prompt: bool = True,
     bos_token: str = "",
     eos_token: str = "",
-    enable_thinking: bool = False,
+    enable_thinking: bool | None = False,
 ) -> str:
-    """The template's text for `messages`, with the variables transformers passes."""
+    """The template's text for `messages`, with the variables transformers passes
+    (`enable_thinking` None: not passed, the template's own default; --thinking omit)."""
+    thinking = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
     try:
         return _compiled(template).render(
             messages=[dict(m) for m in messages],
@@ -60,7 +62,7 @@ def render_chat_template(
             add_generation_prompt=add_generation_prompt,
             bos_token=bos_token,
             eos_token=eos_token,
-            enable_thinking=enable_thinking,
+            **thinking,
         )
     except TemplateError:
         raise
@@ -87,6 +89,7 @@ class ChatTokenizer:
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.label = label
+        self.enable_thinking: bool | None = False  # --thinking, set by the sampler rendering with it
 
     def render(
         self,
@@ -101,6 +104,7 @@ class ChatTokenizer:
             add_generation_prompt=add_generation_prompt,
             bos_token=self.bos_token,
             eos_token=self.eos_token,
+            enable_thinking=self.enable_thinking,
         )
         return self.encode(text)
 

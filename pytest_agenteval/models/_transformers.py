@@ -39,6 +39,7 @@ from pytest_agenteval.models._checkpoint import (
     end_of_sequence_ids,
     load_model,
 )
+from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models._template import ChatTokenizer, TemplateError
 
 GATHER_S = 0.05  # a batch waits this long after its last arrival for more rows of its prompt
@@ -106,8 +107,11 @@ class TransformersSampler:
         n_ctx: int = 8192,
         batch_rows: int = 1,
         chat_template: str | None = None,
+        think: ThinkSplit | None = None,
     ) -> None:
         self.path = path
+        self.think = think or ThinkSplit()  # --think-tags and --thinking as given
+        self._split: ThinkSplit | None = None  # with the template's tags (reasoning_split)
         self.base = base
         self.chat_template = chat_template
         self.n_threads = n_threads
@@ -127,8 +131,18 @@ class TransformersSampler:
     # -- tokenizer -----------------------------------------------------------------------
     def chat_tokenizer(self) -> ChatTokenizer:
         if self._tokenizer is None:
-            self._tokenizer = chat_tokenizer_for(self.path, self.base, self.chat_template)
+            tokenizer = chat_tokenizer_for(self.path, self.base, self.chat_template)
+            tokenizer.enable_thinking = self.think.enable_thinking
+            self._split = self.think.with_template(tokenizer.template)
+            self._tokenizer = tokenizer
         return self._tokenizer
+
+    def reasoning_split(self, completion: Completion) -> Completion:
+        """The reply's reasoning apart from its answer, by the chat template's think tags
+        (--think-tags over them), the reasoning's tokens counted by the checkpoint's tokenizer."""
+        self.chat_tokenizer()
+        assert self._split is not None
+        return self._split.apply(completion, self.count_tokens)
 
     def count_tokens(self, text: str) -> int:
         return len(self.chat_tokenizer().encode(text))
@@ -197,7 +211,7 @@ class TransformersSampler:
         for stop in params.stop:
             if stop in text:
                 text, finish = text.split(stop, 1)[0], "stop"
-        return Completion(
+        completion = Completion(
             text=text,
             finish_reason=finish,
             prompt_tokens=prompt_len,
@@ -205,6 +219,7 @@ class TransformersSampler:
             latency_s=elapsed,
             token_ids=tuple(ids),
         )
+        return self.reasoning_split(completion)
 
     async def _sample(self, prompt: list[int], params: SamplingParams) -> Completion:
         """Join (or open) the gathering for this prompt; it runs when it has N rows, or
@@ -256,7 +271,7 @@ class TransformersSampler:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tool_choice: str | None = None,
     ) -> Completion:
-        """Chat through the checkpoint's own template (tools passed to it, thinking off);
+        """Chat through the checkpoint's own template (tools passed to it, --thinking);
         tool calls are raw text, as with the GGUF backend."""
         try:
             prompt = self.chat_tokenizer().render([dict(m) for m in messages], tools, True)

@@ -247,6 +247,17 @@ def _completion_from_dict(data: Mapping[str, Any]) -> Completion:
     return Completion(**fields)
 
 
+def reasoning_key(inner: Any) -> dict[str, Any]:
+    """The part of a sampler's cache key its reasoning split adds ({} for the defaults)."""
+    think = getattr(inner, "think", None)
+    if think is None:
+        return {}
+    key = dict(think.cache_key())
+    if getattr(inner, "extra_body", None) is not None:  # an endpoint: --thinking is in its body
+        key.pop("thinking", None)
+    return {"reasoning": key} if key else {}
+
+
 class CachingSampler:
     """Wraps a sampler: serve finished completions from the cache, store new ones.
     `revision` (--model-revision) names the weights where nothing else does."""
@@ -267,7 +278,14 @@ class CachingSampler:
             "sampling_version": getattr(inner, "sampling_version", 1),
             # the user's name for the weights: only when given, so other keys stay as they were
             **({"revision": revision} if revision else {}),
+            # --think-tags (a completion is stored split) and, in-process, --thinking (the
+            # template renders with it; endpoints have it in extra_body): only when not the
+            # defaults, so every other key stays as it was
+            **reasoning_key(inner),
         }
+        # the inner sampler's reasoning split: for a batch's raw answers as they are stored,
+        # and for entries stored before completions carried their reasoning, as they are read
+        self._reasoning_split = getattr(inner, "reasoning_split", None)
         self._records_served = bool(getattr(inner, "records_served", False))
         self.supports_n = getattr(inner, "supports_n", False)
         self.token_io = getattr(inner, "token_io", False)
@@ -278,6 +296,8 @@ class CachingSampler:
 
     def _hit(self, data: Mapping[str, Any]) -> Completion:
         completion = _completion_from_dict(data)
+        if "reasoning" not in data and self._reasoning_split is not None:
+            completion = self._reasoning_split(completion)
         batch = data.get("batch")
         if isinstance(batch, Mapping):  # a batch answered it: billed at the batch price
             this_run = _batch_run is not None and batch.get("run") == _batch_run
@@ -321,6 +341,8 @@ class CachingSampler:
     def store(self, key: str, completions: Sequence[Completion], n: int | None, batch_id: str = "") -> None:
         """Cache what a request answered elsewhere (a batch): one completion under a
         `chat_key`, or the `n` of an `n_key`, each marked with the batch and this run."""
+        if self._reasoning_split is not None:  # a batch's raw reply, split as a live one is
+            completions = [self._reasoning_split(c) for c in completions]
         marked = [
             {**_completion_to_dict(c), "batch": {"id": batch_id, "run": _batch_run}} for c in completions
         ]

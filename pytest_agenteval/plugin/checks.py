@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.api.reasoning import parse_think_tags
 from pytest_agenteval.api.suite import Suite
 from pytest_agenteval.config.option import suite_tag
 from pytest_agenteval.config.options import OPTIONS, Settings, unused_options
@@ -95,6 +96,11 @@ def validate_settings(settings: Settings) -> None:
         raise pytest.UsageError("--sandbox-timeout and --request-timeout must be > 0")
     if settings.idle_timeout <= 0:
         raise pytest.UsageError(f"--idle-timeout must be > 0 seconds, got {settings.idle_timeout:g}")
+    if settings.think_tags:
+        try:
+            parse_think_tags(settings.think_tags)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     for flag, urls in (("--endpoint", settings.endpoints), ("--judge-endpoint", settings.judge_endpoints)):
         for url in urls:
             check_endpoint_url(flag, url)

@@ -42,6 +42,8 @@ _HOME = {
     "start_server_process": "pytest_agenteval.testing._process",
     "stop_server_process": "pytest_agenteval.testing._process",
     "turn_index": "pytest_agenteval.testing._responders",
+    "think_reply": "pytest_agenteval.testing._think",
+    "parse_reasoning": "pytest_agenteval.testing._think",
 }
 
 __all__ = [
@@ -72,6 +74,8 @@ __all__ = [
     "reset_stats",
     "start_server_process",
     "stop_server_process",
+    "parse_reasoning",
+    "think_reply",
     "turn_index",
 ]
 

@@ -22,6 +22,7 @@ from pytest_agenteval.testing._render import estimate_prompt_tokens, render_choi
 from pytest_agenteval.testing._responders import last_user_text, normalize_replies
 from pytest_agenteval.testing._sse import sse_events, wants_stream
 from pytest_agenteval.testing._stats import InFlightTracker, RequestLog, outcome_counts
+from pytest_agenteval.testing._think import split_choices, usage_details
 from pytest_agenteval.testing._tokenize import add_tokenize_routes, char_tokens, decode_chars, token_id_prompt
 
 
@@ -440,6 +441,7 @@ class ServerCore:
             )
             choices.append(choice)
             completion_tokens += tokens
+        reasoning_tokens = split_choices(choices, self.config)  # --reasoning-parser (_think.py)
         prompt_tokens = estimate_prompt_tokens(body)
         if "prompt_ids" in body:
             prompt_tokens = len(body["prompt_ids"])
@@ -458,6 +460,7 @@ class ServerCore:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                **usage_details(reasoning_tokens, self.config),
             },
         }
 

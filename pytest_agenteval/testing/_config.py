@@ -18,6 +18,7 @@ from pytest_agenteval.testing._responders import (
     Responder,
     TemplateResponder,
 )
+from pytest_agenteval.testing._think import REASONING_FIELDS, REASONING_PARSERS
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -73,6 +74,13 @@ class ServerConfig:
     stall_then: Literal["close", "respond"] = "close"  # ...drops the connection or answers
     truncate_declares_length: bool = True  # truncated 200 announces the full Content-Length
 
+    # reasoning models (_think.py): the reasoning parser a server runs ("none", "deepseek_r1",
+    # "qwen3"), the message field it fills ("reasoning_content", "reasoning"), and whether
+    # usage reports completion_tokens_details.reasoning_tokens
+    reasoning_parser: str = "none"
+    reasoning_field: str = "reasoning_content"
+    report_reasoning_tokens: bool = False
+
     batch: BatchConfig = field(default_factory=BatchConfig)  # the Batch API's behaviour (_batch.py)
 
     log_bodies: bool = False  # keep each request's whole JSON body in its log entry
@@ -94,6 +102,12 @@ class ServerConfig:
         if self.context_style not in CONTEXT_STYLES:
             raise ValueError(f"context_style must be one of {CONTEXT_STYLES}: {self.context_style!r}")
         validate_fault_mix({self.fail_first_k_kind: 1.0})
+        if self.reasoning_parser not in REASONING_PARSERS:
+            raise ValueError(
+                f"reasoning_parser must be one of {REASONING_PARSERS}: {self.reasoning_parser!r}"
+            )
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise ValueError(f"reasoning_field must be one of {REASONING_FIELDS}: {self.reasoning_field!r}")
 
     def responder(self) -> Responder:
         if self.script is not None:

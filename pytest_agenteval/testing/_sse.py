@@ -8,6 +8,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pytest_agenteval.testing._think import reasoning_deltas
+
 PIECE_CHARS = 16  # characters of content per chunk: several chunks for any real reply
 
 
@@ -38,6 +40,7 @@ def _deltas(choice: Mapping[str, Any], chat: bool) -> Iterator[dict[str, Any]]:
         return
     message = choice["message"]
     yield {"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+    yield from reasoning_deltas(message, index, PIECE_CHARS)  # a reasoning parser's, first
     text = message.get("content") or ""
     for start in range(0, len(text), PIECE_CHARS):
         yield {"index": index, "delta": {"content": text[start : start + PIECE_CHARS]}, "finish_reason": None}

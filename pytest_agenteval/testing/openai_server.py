@@ -47,6 +47,7 @@ __all__ = [
     "start_server_process",
     "stop_server_process",
 ]
+from pytest_agenteval.testing._think import REASONING_FIELDS, REASONING_PARSERS
 
 
 # -- CLI -----------------------------------------------------------------------------
@@ -92,6 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--batch-fail-first-k", type=int, default=0, help="each request's first K batch attempts fail"
     )
+    p.add_argument(
+        "--reasoning-parser",
+        choices=REASONING_PARSERS,
+        default="none",
+        help="split think blocks out of the content as vLLM's parser of that name does",
+    )
+    p.add_argument("--reasoning-field", choices=REASONING_FIELDS, default="reasoning_content")
+    p.add_argument(
+        "--report-reasoning-tokens",
+        action="store_true",
+        help="usage.completion_tokens_details.reasoning_tokens",
+    )
     return p
 
 
@@ -127,6 +140,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         stall_s=args.stall_s,
         stall_then=args.stall_then,
         log_path=args.log,
+        reasoning_parser=args.reasoning_parser,
+        reasoning_field=args.reasoning_field,
+        report_reasoning_tokens=args.report_reasoning_tokens,
         batch=BatchConfig(
             validating_s=args.batch_validating_s,
             request_ms=args.batch_request_ms,
