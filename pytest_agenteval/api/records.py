@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pytest_agenteval.api.reasoning import split_reasoning
+from pytest_agenteval.api.answer import strip_thoughts
 
 RECORD_KEY = "agenteval_record"  # a problem line in an item's user_properties, worker to controller
 
@@ -168,7 +168,7 @@ def _split_raw_line(data: Mapping[str, Any]) -> Mapping[str, Any]:
     so its scorer reads the answer only and an unclosed block is `thinking_truncated`."""
     if "stop_reason" in data or "reasoning" in data or not isinstance(data.get("text"), str):
         return data
-    split = split_reasoning(data["text"])
+    split = strip_thoughts(data["text"])
     if split.reasoning is None:
         return data
     stop = {} if split.closed else {"stop_reason": THINKING_TRUNCATED}

@@ -11,17 +11,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from pytest_agenteval.api.reasoning import DEFAULT_THINK_TAGS, split_reasoning
+from pytest_agenteval.api.answer import strip_thoughts
+from pytest_agenteval.api.reasoning import DEFAULT_THINK_TAGS
 from pytest_agenteval.api.records import THINKING_TRUNCATED
 from pytest_agenteval.api.sampler import Completion
 
 
 def answer_only(completion: Completion) -> Completion:
-    """The completion with `text` the answer only (unchanged where the sampler split it)."""
-    if completion.reasoning is not None or not completion.reasoning_closed:
+    """The completion with `text` the answer only (unchanged where the sampler left no
+    think block in it)."""
+    if not completion.reasoning_closed:
         return completion
-    split = split_reasoning(completion.text)
-    if split.reasoning is None:
+    split = strip_thoughts(completion.text, completion.reasoning)
+    if split.answer == completion.text and split.closed:
         return completion
     return dataclasses.replace(
         completion, text=split.answer, reasoning=split.reasoning, reasoning_closed=split.closed
