@@ -61,14 +61,17 @@ class Rollout:
 THINKING_TRUNCATED = "thinking_truncated"
 
 
-def answer_tokens(completion_tokens: int | None, reasoning_tokens: int | None) -> int | None:
-    """Completion tokens that were the answer: all of them without reasoning, the rest
-    after the reasoning where its count is known, else None."""
-    if completion_tokens is None:
+def answer_tokens(rollout: Rollout) -> int | None:
+    """Completion tokens that were the answer: all of them without reasoning, none when
+    the reasoning never closed, the rest after the reasoning where its count is known;
+    else None (a reasoning generation whose backend did not say)."""
+    if rollout.completion_tokens is None:
         return None
-    if reasoning_tokens is None:
-        return completion_tokens
-    return max(0, completion_tokens - reasoning_tokens)
+    if rollout.stop_reason == THINKING_TRUNCATED:
+        return 0
+    if rollout.reasoning_tokens is not None:
+        return max(0, rollout.completion_tokens - rollout.reasoning_tokens)
+    return rollout.completion_tokens if rollout.reasoning is None else None
 
 
 def counted_tokens(rollout: Rollout) -> tuple[int, int]:
@@ -151,7 +154,7 @@ def _reasoning_fields(rollout: Rollout) -> dict[str, Any]:
     return {
         "reasoning": rollout.reasoning,
         "reasoning_tokens": rollout.reasoning_tokens,
-        "answer_tokens": answer_tokens(rollout.completion_tokens, rollout.reasoning_tokens),
+        "answer_tokens": answer_tokens(rollout),
     }
 
 

@@ -9,9 +9,12 @@ from pytest_agenteval.config.table_scopes import AGENT, AIME, RETOOL
 
 def share(text: str) -> float:
     """A share of generations: a number from 0 to 1."""
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{text!r} is not a share: give a number from 0 to 1, e.g. 0.1")
+        raise ValueError("a share of the generations: give a number from 0 to 1, e.g. 0.1")
     return value
 
 

@@ -19,7 +19,7 @@ def length_block(
     hit = sum(r.finish_reason == "length" for r in generations)
     truncated = sum(r.stop_reason == THINKING_TRUNCATED for r in generations)
     known = [r.reasoning_tokens for r in generations if r.reasoning_tokens is not None]
-    answers = [answer_tokens(r.completion_tokens, r.reasoning_tokens) for r in generations]
+    answers = [answer_tokens(r) for r in generations]
     share = hit / total if total else None
     warning = None
     if share is not None and share > warn_share:
@@ -37,6 +37,7 @@ def length_block(
         "thinking_truncated_share": _share(truncated, total),
         "reasoning_tokens": sum(known) if known else None,  # None: no generation said
         "answer_tokens": sum(a for a in answers if a is not None),
+        "answer_tokens_unknown": sum(a is None for a in answers),  # reasoned, split not said
         "warn_share": warn_share,
         "warning": warning,
     }

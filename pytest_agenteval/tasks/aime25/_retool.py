@@ -4,7 +4,6 @@ turns, 8192 trajectory tokens (prompt included), 1024 per turn, 512 per tool res
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -74,8 +73,8 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
         parsed = parse_assistant(text)
         _account(state, completion, text, parsed)
         said = text if not completion.tool_calls else completion.text.strip()
-        if completion.reasoning is not None:
-            said = whole_turn(dataclasses.replace(completion, text=said)).strip()
+        if completion.reasoning is not None:  # the lab's message: the whole text, stripped
+            said = whole_turn(completion).strip()
         conversation.add_assistant(said, completion)
         if parsed.kind != "tool":
             state.final_text = text
