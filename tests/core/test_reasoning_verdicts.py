@@ -13,6 +13,8 @@ here and scored with the same boxed-integer scorer, so only the think handling d
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,28 @@ def test_a_replay_through_the_plugin_scores_each_case_so(run_suite) -> None:
     assert summary["length"]["thinking_truncated"] == 3
     assert summary["length"]["reasoning_generations"] == 10
     result.stdout.fnmatch_lines(["*thinking truncated*3 of 11 generations (27.3%): reasoning never closed*"])
+
+
+def test_the_report_s_stop_reason_table_shows_thinking_truncated(run_suite, tmp_path: Path) -> None:
+    _, out = run_suite(f"--model-path=replay:{RECORDED}", "--limit=1")
+    markdown = tmp_path / "report.md"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_agenteval",
+            "report",
+            str(out),
+            "--label",
+            "replay",
+            "--markdown",
+            str(markdown),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    lines = markdown.read_text(encoding="utf-8").splitlines()
+    header = next(line for line in lines if "thinking_truncated" in line)
+    row = lines[lines.index(header) + 2]
+    cells = dict(zip(header.strip("|").split("|"), row.strip("|").split("|"), strict=True))
+    assert {k.strip(): v.strip() for k, v in cells.items()}["thinking_truncated"] == "3"
