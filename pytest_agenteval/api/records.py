@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from pytest_agenteval.api.answer import strip_thoughts
+
 RECORD_KEY = "agenteval_record"  # a problem line in an item's user_properties, worker to controller
 
 
@@ -47,6 +49,29 @@ class Rollout:
     cached: bool = False
     transcript: tuple[Mapping[str, Any], ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # A reasoning model's thoughts (the last turn's), kept apart from `text`, the answer the
+    # scorer reads; None: no reasoning. `reasoning_tokens`: of completion_tokens (all turns),
+    # None where the backend did not say.
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+
+
+# The stop reason of a generation whose reasoning never closed (cut off inside its thoughts):
+# it has no answer and is scored incorrect, unformatted, whatever its thoughts hold.
+THINKING_TRUNCATED = "thinking_truncated"
+
+
+def answer_tokens(rollout: Rollout) -> int | None:
+    """Completion tokens that were the answer: all of them without reasoning, none when
+    the reasoning never closed, the rest after the reasoning where its count is known;
+    else None (a reasoning generation whose backend did not say)."""
+    if rollout.completion_tokens is None:
+        return None
+    if rollout.stop_reason == THINKING_TRUNCATED:
+        return 0
+    if rollout.reasoning_tokens is not None:
+        return max(0, rollout.completion_tokens - rollout.reasoning_tokens)
+    return rollout.completion_tokens if rollout.reasoning is None else None
 
 
 def counted_tokens(rollout: Rollout) -> tuple[int, int]:
@@ -88,6 +113,12 @@ class GenerationRecord:
     rollout: Rollout
     score: Score
 
+    def __post_init__(self) -> None:
+        # Whatever a suite's scorer made of it, a generation cut off inside its thoughts has
+        # no answer: a guess in the thoughts never counts (every suite, a user's own too).
+        if self.rollout.stop_reason == THINKING_TRUNCATED and (self.score.correct or self.score.formatted):
+            object.__setattr__(self, "score", Score(False, False, None, self.score.fields))
+
     def to_dict(self) -> dict[str, Any]:
         rollout = self.rollout
         return {
@@ -108,17 +139,48 @@ class GenerationRecord:
             "attempts": rollout.attempts,
             "retries": rollout.retries,
             "cached": rollout.cached,
+            **_reasoning_fields(rollout),
             **dict(rollout.extra),
             **({"transcript": list(rollout.transcript)} if rollout.transcript else {}),
         }
 
 
+def _reasoning_fields(rollout: Rollout) -> dict[str, Any]:
+    """A reasoning generation's thoughts and its token split; nothing for a generation
+    without reasoning (its results line stays as before)."""
+    reasoned = rollout.reasoning is not None or rollout.reasoning_tokens is not None
+    if not reasoned and rollout.stop_reason != THINKING_TRUNCATED:
+        return {}
+    return {
+        "reasoning": rollout.reasoning,
+        "reasoning_tokens": rollout.reasoning_tokens,
+        "answer_tokens": answer_tokens(rollout),
+    }
+
+
 _ROLLOUT_KEYS = {f.name for f in fields(Rollout)} - {"text", "extra", "transcript"}
-_GENERATION_CORE = {"sample_index", "seed", "text", "correct", "formatted", "answer", "transcript"}
+# derived from the other fields when a line is read back (answer_tokens)
+_GENERATION_CORE = {"sample_index", "seed", "text", "correct", "formatted", "answer", "transcript"} | {
+    "answer_tokens"
+}
+
+
+def _split_raw_line(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A raw replay line (`{"problem_id", "sample_index", "text"}`, no `stop_reason`: not a
+    results line of ours) whose text holds a think block: split as a sampler splits a reply,
+    so its scorer reads the answer only and an unclosed block is `thinking_truncated`."""
+    if "stop_reason" in data or "reasoning" in data or not isinstance(data.get("text"), str):
+        return data
+    split = strip_thoughts(data["text"])
+    if split.reasoning is None:
+        return data
+    stop = {} if split.closed else {"stop_reason": THINKING_TRUNCATED}
+    return {**data, "text": split.answer, "reasoning": split.reasoning, **stop}
 
 
 def generation_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...]) -> GenerationRecord:
     """Inverse of `GenerationRecord.to_dict` for the fields a suite declares its own."""
+    data = _split_raw_line(data)
     rollout_kwargs = {k: data[k] for k in _ROLLOUT_KEYS if k in data}
     rollout_kwargs.setdefault("stop_reason", "recorded")
     known = _ROLLOUT_KEYS | _GENERATION_CORE | set(score_fields)
@@ -224,7 +286,7 @@ def problem_from_dict(data: Mapping[str, Any], score_fields: tuple[str, ...] = (
 
 
 # Free text of a transcript entry (messages, code, tool output): only the results file needs it.
-TRANSCRIPT_TEXT_KEYS = frozenset({"content", "output", "code"})
+TRANSCRIPT_TEXT_KEYS = frozenset({"content", "output", "code", "reasoning"})
 
 
 def transcript_entries(value: Any) -> tuple[Mapping[str, Any], ...]:
@@ -242,11 +304,13 @@ def transcript_entries(value: Any) -> tuple[Mapping[str, Any], ...]:
 
 def without_texts(data: Mapping[str, Any]) -> dict[str, Any]:
     """A problem line without what only the results file needs: each generation's text
-    and its transcript entries' free text. Summaries, gates and comparisons read only
+    and reasoning, and its transcript entries' free text. Summaries, gates and comparisons read only
     the rest (status, latencies, counts, answers, extra fields)."""
     generations = []
     for generation in data.get("generations", ()):
         kept = {k: v for k, v in generation.items() if k != "text"}
+        if isinstance(kept.get("reasoning"), str):  # "": the generation reasoned, its text is not kept
+            kept["reasoning"] = ""
         if kept.get("transcript"):
             kept["transcript"] = [
                 {k: v for k, v in entry.items() if k not in TRANSCRIPT_TEXT_KEYS}

@@ -6,6 +6,21 @@ from __future__ import annotations
 from pytest_agenteval.config.option import Option, topic
 from pytest_agenteval.config.table_scopes import AGENT, AIME, RETOOL
 
+
+def share(text: str) -> float:
+    """A share of generations: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("a share of the generations: give a number from 0 to 1, e.g. 0.1")
+    return value
+
+
+share.annotation = float  # type: ignore[attr-defined]  # the Settings attribute
+
+
 OPTIONS: tuple[Option, ...] = (
     *topic(
         "Problem selection",
@@ -126,6 +141,15 @@ OPTIONS: tuple[Option, ...] = (
             0.0,
             "drop in a headline metric tolerated before the baseline comparison fails",
             float,
+            local=True,
+        ),
+        Option(
+            "length_warn_share",
+            "--length-warn-share",
+            0.1,
+            "warn in the summary when more than this share of a suite's generations hit max_tokens "
+            "(the budget, not the model, decided the score)",
+            share,
             local=True,
         ),
         Option(

@@ -116,6 +116,7 @@ if TYPE_CHECKING:
         gates: tuple[str, ...]
         compare: str | None
         compare_tolerance: float
+        length_warn_share: float
         progress: str
         # Cache
         cache_dir: str | None

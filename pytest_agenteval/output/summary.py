@@ -16,6 +16,7 @@ from typing import Any
 from pytest_agenteval.api.records import ProblemRecord
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
+from pytest_agenteval.output.length import length_block
 from pytest_agenteval.output.results import incomplete_reason, not_scored_reason, request_totals, token_totals
 from pytest_agenteval.tasks.registry import suite_by_name
 
@@ -116,6 +117,7 @@ def suite_summary(
         },
         "missing": own_missing,
         "tokens": token_totals(records),
+        "length": _length(records, suite.sampling(settings), described.get("mode"), settings),
         "requests": request_totals(records),
         **(run.cost(records) if run.cost is not None else {}),
         "backend": dict(sorted(run.backend.items())),
@@ -145,6 +147,14 @@ def suite_summary(
     if shard is not None:
         summary["shard"] = shard_object(shard, settings, summary["model"], described)
     return summary
+
+
+def _length(
+    records: Sequence[ProblemRecord], sampling: Mapping[str, Any], mode: Any, settings: Settings
+) -> dict[str, Any]:
+    """The `length` block (output/length.py); AIME retool's budget is its per-turn cap."""
+    flag = "--max-assistant-tokens" if mode == "retool" else "--max-tokens"
+    return length_block(records, sampling.get("max_tokens"), settings.length_warn_share, flag)
 
 
 def shard_object(

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agenteval.output.gate import GateResult
+from pytest_agenteval.output.length import length_lines, thinking_row
 
 
 def _fmt(value: Any) -> str:
@@ -68,6 +69,7 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
         if curve:
             rows.append(("pass@k", "  ".join(f"k={k} {v:.3f}" for k, v in curve.items())))
     rows += list(extra_rows)
+    rows += thinking_row(summary)
     prefix = "sandbox_without_"
     without = [k[len(prefix) :] for k in summary.get("backend") or {} if k.startswith(prefix)]
     if without:  # --sandbox-level auto took less than its strongest set: say so, not only in the JSON
@@ -88,6 +90,7 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
     flag = incomplete_line(summary)
     if flag:  # first, not only in the problems row: the numbers below are not the model's score
         lines.append(f"  {flag}")
+    lines += [f"  {line}" for line in length_lines(summary)]
     lines += [f"  {label:<{width}}  {value}" for label, value in rows]
     return lines
 

@@ -7,13 +7,16 @@ from typing import Any
 
 from pytest_agenteval.api.records import Rollout
 from pytest_agenteval.api.sampler import Completion
+from pytest_agenteval.solvers.answer import answer_only, answer_stop_reason
 
 
 def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None = None) -> Rollout:
-    """The rollout of a suite that asks once and scores the reply."""
+    """The rollout of a suite that asks once and scores the reply: its answer only (a
+    reply cut off inside its thoughts is `thinking_truncated`, with no text)."""
+    completion = answer_only(completion)
     return Rollout(
         text=completion.text,
-        stop_reason="length" if completion.finish_reason == "length" else "answer",
+        stop_reason=answer_stop_reason(completion),
         finish_reason=completion.finish_reason,
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
@@ -22,6 +25,8 @@ def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None 
         retries=max(0, completion.attempts - 1),
         cached=completion.cached,
         extra={**(extra or {}), **_request_usage(completion)},
+        reasoning=completion.reasoning,
+        reasoning_tokens=completion.reasoning_tokens,
     )
 
 

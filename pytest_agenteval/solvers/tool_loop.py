@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_agenteval.api import progress
-from pytest_agenteval.api.records import Rollout
+from pytest_agenteval.api.records import THINKING_TRUNCATED, Rollout
 from pytest_agenteval.models import Completion, ContextOverflowError
+from pytest_agenteval.solvers.answer import answer_only
 
 if TYPE_CHECKING:
     from pytest_agenteval.api.suite import RolloutContext
@@ -140,10 +141,15 @@ class Trajectory:
     final_text: str = ""
     finish_reason: str = "stop"
     overflow: str = ""  # the backend's ContextOverflowError, when that ended the trajectory
+    reasoning: str | None = None  # the last turn's thoughts (its answer is final_text)
+    reasoning_tokens: int | None = None  # summed over the turns that said how many
 
     def count_turn(self, completion: Completion) -> None:
-        """One more model turn: its tokens, requests and cache state."""
+        """One more model turn: its tokens, requests, cache state and reasoning."""
         self.turns += 1
+        self.reasoning = completion.reasoning
+        if completion.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + completion.reasoning_tokens
         progress.note_turn(completion)  # the live progress line moves with each turn
         self.finish_reason = completion.finish_reason
         self.prompt_tokens += completion.prompt_tokens
@@ -229,6 +235,8 @@ def finished_rollout(
             **({"context_overflow": state.overflow} if state.overflow else {}),
             **(extra or {}),
         },
+        reasoning=state.reasoning,
+        reasoning_tokens=state.reasoning_tokens,
     )
 
 
@@ -250,7 +258,11 @@ async def _run_turns(
             )
         except ContextOverflowError as exc:  # outgrew the model's window
             return state.refused(exc)
+        completion = answer_only(completion)  # the tool call and the answer come after the thoughts
         _account(state, completion)
+        if not completion.reasoning_closed:  # cut off inside its thoughts: no answer, no call
+            _record_turn(state, completion, Action("answer"), native)
+            return THINKING_TRUNCATED
         action = (
             parse_native_action(completion, answer_marker)
             if native
@@ -293,6 +305,7 @@ def _record_turn(state: Trajectory, completion: Completion, action: Action, nati
             "role": "assistant",
             "turn": state.turns,
             "content": completion.text,
+            **({"reasoning": completion.reasoning} if completion.reasoning is not None else {}),
             "action": action.kind,
             "code": action.code or None,
             "invalid_reason": action.reason or None,

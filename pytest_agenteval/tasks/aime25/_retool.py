@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_agenteval.api.records import Rollout
+from pytest_agenteval.api.records import THINKING_TRUNCATED, Rollout
 from pytest_agenteval.models import ContextOverflowError
+from pytest_agenteval.solvers.answer import answer_only, whole_turn
 from pytest_agenteval.solvers.tool_loop import (
     PromptTooLong,
     SandboxFailure,
@@ -59,12 +60,22 @@ async def _run(ctx: RolloutContext, conversation: Any, state: Trajectory) -> str
             completion = await conversation.sample(params)
         except ContextOverflowError as exc:  # outgrew the model's window
             return state.refused(exc)
+        # Thinking on: the call and the answer are read from the answer after the thoughts;
+        # the next turn sees the whole turn, thoughts included, as the lab's does (docs/aime25.md)
+        completion = answer_only(completion)
         text = completion.text.strip()  # the chat template strips assistant content too
+        if not completion.reasoning_closed:  # cut off inside its thoughts: no answer, no call
+            _account(state, completion, text, parse_assistant(""))
+            state.final_text = ""
+            return THINKING_TRUNCATED
         if completion.tool_calls:
             text = native_call_text(text, completion.tool_calls)
         parsed = parse_assistant(text)
         _account(state, completion, text, parsed)
-        conversation.add_assistant(text if not completion.tool_calls else completion.text.strip(), completion)
+        said = text if not completion.tool_calls else completion.text.strip()
+        if completion.reasoning is not None:  # the lab's message: the whole text, stripped
+            said = whole_turn(completion).strip()
+        conversation.add_assistant(said, completion)
         if parsed.kind != "tool":
             state.final_text = text
             if parsed.kind == "invalid":
@@ -85,6 +96,7 @@ def _account(state: Trajectory, completion: Any, text: str, parsed: Any) -> None
             "role": "assistant",
             "turn": state.turns,
             "content": text,
+            **({"reasoning": completion.reasoning} if completion.reasoning is not None else {}),
             "action": {"tool": "call"}.get(parsed.kind, parsed.kind),
             "code": parsed.code,
             "finish_reason": completion.finish_reason,

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agenteval.api import progress
-from pytest_agenteval.api.records import Rollout
+from pytest_agenteval.api.records import THINKING_TRUNCATED, Rollout
 from pytest_agenteval.models import Completion, ContextOverflowError, Sampler, SamplingParams
+from pytest_agenteval.solvers.answer import answer_only, summed_reasoning_tokens
 from pytest_agenteval.tasks.bfcl._decode import DecodeError
 from pytest_agenteval.tasks.bfcl._mt_data import MultiTurnEntry
 from pytest_agenteval.tasks.bfcl._mt_decode import calls_from_text, calls_from_tool_calls, is_empty_step
@@ -48,6 +49,7 @@ class _Play:
     force_terminated: bool = False
     inference_error: str | None = None
     refused_attempts: int = 0  # requests refused for the context (sent, counted in the totals)
+    thinking_truncated: bool = False  # a reply cut off inside its thoughts ended the entry
 
 
 async def play_multi_turn(
@@ -68,7 +70,7 @@ async def play_multi_turn(
     for index, turn in enumerate(entry.question):
         _open_turn(play, index, turn)
         play.turns.append(await _play_turn(play, sampler, params))
-        if play.force_terminated or play.inference_error:
+        if play.force_terminated or play.inference_error or play.thinking_truncated:
             break
     return _rollout(play)
 
@@ -98,8 +100,13 @@ async def _play_turn(play: _Play, sampler: Sampler, params: SamplingParams) -> l
             play.inference_error = str(exc)
             play.refused_attempts += exc.attempts  # the refused request was sent
             return steps
+        completion = answer_only(completion)  # calls are parsed from the answer, never the thoughts
         play.completions.append(completion)
         progress.note_turn(completion)
+        if not completion.reasoning_closed:  # no answer at all: the entry ends, scored incorrect
+            play.thinking_truncated = True
+            steps.append({"response": "", "calls": None, "results": [], "thinking_truncated": True})
+            return steps
         response = _response(completion, play.native)
         play.messages.append(_assistant_message(completion, play.native, len(play.completions)))
         step: dict[str, Any] = {"response": response, "calls": None, "results": []}
@@ -179,10 +186,14 @@ def _rollout(play: _Play) -> Rollout:
             "force_terminated": play.force_terminated,
             **({"inference_error": play.inference_error} if play.inference_error else {}),
         },
+        reasoning=last.reasoning if last else None,
+        reasoning_tokens=summed_reasoning_tokens(completions),
     )
 
 
 def _stop_reason(play: _Play) -> str:
+    if play.thinking_truncated:
+        return THINKING_TRUNCATED
     if play.inference_error:
         return "context_exceeded"
     return "step_limit" if play.force_terminated else "answer"

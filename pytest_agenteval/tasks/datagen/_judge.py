@@ -37,6 +37,7 @@ from pytest_agenteval.models import (
     SamplerError,
     SamplingParams,
 )
+from pytest_agenteval.solvers.answer import answer_only
 from pytest_agenteval.tasks.datagen._prompts import (
     grammar_max_tokens,
     grammar_schema,
@@ -221,8 +222,11 @@ class JudgeClient:
             result["cached"] = completion.cached
             tokens[0] += completion.prompt_tokens
             tokens[1] += completion.completion_tokens
+            completion = answer_only(completion)  # the verdict is read from the answer, never the thoughts
             parsed = parse_reply(completion.text, nonce, kind)
-            if completion.finish_reason == "length" and parsed.ok is False:
+            if not completion.reasoning_closed:
+                parsed_error = "thinking_truncated: the reasoning never closed within max_tokens, no verdict"
+            elif completion.finish_reason == "length" and parsed.ok is False:
                 parsed_error = f"reply cut at max_tokens ({parsed.error})"
             else:
                 parsed_error = parsed.error

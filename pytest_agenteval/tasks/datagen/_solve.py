@@ -11,6 +11,7 @@ from pytest_agenteval.api.records import sample_seed
 from pytest_agenteval.api.suite import RolloutContext
 from pytest_agenteval.models import SamplerError, SamplingParams
 from pytest_agenteval.scorers import MATH_SCORERS
+from pytest_agenteval.solvers.answer import answer_only
 from pytest_agenteval.tasks.aime25 import text_only_messages
 from pytest_agenteval.tasks.datagen._checks import answer_format
 from pytest_agenteval.tasks.datagen._data import GeneratedProblem
@@ -30,7 +31,7 @@ async def solve_item(ctx: RolloutContext, item: GeneratedProblem, samples: int) 
             seed=sample_seed(settings.seed, f"{item.problem_id}\x1fsolve", j),
         )
         try:
-            return await ctx.sampler.complete(messages, params)
+            return answer_only(await ctx.sampler.complete(messages, params))  # never the thoughts
         except SamplerError as exc:
             return exc
 
