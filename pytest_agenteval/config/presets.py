@@ -25,6 +25,7 @@ class Published:
     source: str
     suite: str = "aime25"
     metric: str = "average_at_n"
+    samples: int | None = 64  # generations per problem behind `value`; None: not stated
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ PRESETS: tuple[Preset, ...] = (
                 0.763,
                 "reported; reproduced as 0.766 by lm-evaluation-harness --repeats 32 "
                 "(EleutherAI/lm-evaluation-harness PR #3351)",
+                samples=None,  # the reported number's N is not in our sources
             ),
         ),
     ),
@@ -115,6 +117,16 @@ class PresetName:
         if name not in BY_NAME:
             raise ValueError(f"a preset: choose one of {', '.join(BY_NAME)} (docs/presets.md)")
         return name
+
+
+def published_for(name: str, model: str) -> Published | None:
+    """The published number of preset `name` for `model` (a hub id, or a folder named as the
+    hub id's last part, case aside); None where the preset publishes none for it."""
+    wanted = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    for published in BY_NAME[name].published:
+        if published.model == model or published.model.rsplit("/", 1)[-1].lower() == wanted:
+            return published
+    return None
 
 
 def apply_preset(name: str | None, values: dict[str, Any], explicit: frozenset[str] | set[str]) -> None:

@@ -86,6 +86,10 @@ def test_each_preset_names_its_published_numbers_and_source(name: str) -> None:
     published = [(p.model, p.value, p.source) for p in BY_NAME[name].published]
     assert published == PUBLISHED[name]
     assert all((p.suite, p.metric) == ("aime25", "average_at_n") for p in BY_NAME[name].published)
+    # avg@64 in the Qwen3 report; the DeepSeek number's own N is not in our sources
+    assert [p.samples for p in BY_NAME[name].published] == [None if name == "deepseek-r1" else 64] * len(
+        PUBLISHED[name]
+    )
 
 
 @pytest.mark.parametrize(
