@@ -53,6 +53,9 @@ class SamplingParams:
     # compiles it into a grammar, the OpenAI sampler sends it as a `json_schema`
     # response_format. Text, not a dict: the params stay hashable.
     json_schema: str = ""
+    # OpenAI's presence_penalty (-2 to 2); 0: not sent. Backends without one refuse it at
+    # start-up (plugin/checks.py).
+    presence_penalty: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -65,6 +68,8 @@ class SamplingParams:
         }
         if self.json_schema:  # only when set: the cache keys of every other request stay as they were
             fields["json_schema"] = self.json_schema
+        if self.presence_penalty:  # likewise: only when set
+            fields["presence_penalty"] = self.presence_penalty
         return fields
 
 

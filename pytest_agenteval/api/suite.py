@@ -46,6 +46,7 @@ class RolloutContext:
             top_k=self.sampling["top_k"],
             max_tokens=max_tokens or self.sampling["max_tokens"],
             seed=self.seed if seed is None else seed,
+            presence_penalty=self.sampling.get("presence_penalty", 0.0),
         )
 
 
@@ -67,12 +68,15 @@ class Suite:
     def sampling(self, settings: Settings) -> dict[str, Any]:
         """Sampling parameters this suite sends; a suite may default differently from the
         command line's defaults, never against what the user set."""
-        return {
+        sampling: dict[str, Any] = {
             "temperature": settings.temperature,
             "top_p": settings.top_p,
             "top_k": settings.top_k,
             "max_tokens": settings.max_tokens,
         }
+        if settings.presence_penalty:  # only when set: the summaries of other runs stay as they were
+            sampling["presence_penalty"] = settings.presence_penalty
+        return sampling
 
     def admission(self, problem: Problem, settings: Settings, history: Mapping[str, Sequence[bool]]) -> str:
         """ "run", "wait" (cannot decide yet: do not prefetch) or a skip reason. `history`

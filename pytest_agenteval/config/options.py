@@ -1,7 +1,7 @@
 """The options as pytest sees them: `register` adds every flag and ini key of the table, and
 `build_settings` reads them into one frozen `Settings` on every process: the command line,
 else the ini key (the flag's own name), else release 0.1's ini key (with a deprecation
-warning), else the table's default."""
+warning), else the --agenteval-preset's value, else the table's default."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.config.option import Option, describe_tag
+from pytest_agenteval.config.presets import apply_preset
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
 
@@ -121,6 +122,7 @@ def build_settings(config: pytest.Config) -> Settings:
         else:
             values[option.dest] = option.parse(*given)
             explicit.add(option.dest)
+    apply_preset(values["preset"], values, explicit)  # the preset's values where the user gave none
     paths = values["model_paths"]
     # a one-model run's --model-path as before; a sweep's models: plugin/sweep.py
     model_path = paths[0] if len(paths) == 1 else None

@@ -92,6 +92,9 @@ if TYPE_CHECKING:
         top_k: int
         max_tokens: int
         seed: int
+        # Presets
+        preset: str | None
+        presence_penalty: float
         # Problem selection
         limit: int
         limit_per_category: int

@@ -11,6 +11,7 @@ from pytest_agenteval.config import (
     _options_cost,
     _options_model,
     _options_reasoning,
+    _options_presets,
     _options_run,
     _options_suites,
 )
@@ -19,6 +20,7 @@ from pytest_agenteval.config.option import Option
 OPTIONS: tuple[Option, ...] = (
     *_options_model.OPTIONS,
     *_options_reasoning.OPTIONS,
+    *_options_presets.OPTIONS,
     *_options_run.OPTIONS,
     *_options_suites.OPTIONS,
     *_options_cluster.OPTIONS,

@@ -218,8 +218,8 @@ class LlamaSampler:
             return self._vocab_model().detokenize(list(ids)).decode("utf-8", "replace")
 
     def _generate(self, prompt: list[int], params: SamplingParams) -> Completion:
-        """Sample from token ids with temperature, top_p and top_k only (min_p off, no
-        repetition penalty); stop at an end-of-generation token, which is kept in the ids."""
+        """Sample from token ids with temperature, top_p, top_k and the presence penalty only
+        (min_p off, no repetition penalty); stop at an end-of-generation token, which is kept in the ids."""
         llm = self._load()
         llama_cpp = _require_llama_cpp()
         room = self.n_ctx - len(prompt)
@@ -237,6 +237,7 @@ class LlamaSampler:
             min_p=0.0,  # llama-cpp-python's default (0.05) would change the model
             temp=params.temperature,
             repeat_penalty=1.0,
+            presence_penalty=params.presence_penalty,  # llama.cpp's penalty_present, 0: off
             logits_processor=self._cancellable(llm),
             grammar=grammar,
         ):

@@ -147,6 +147,8 @@ class OpenAISampler:
         }
         if params.top_k > 0:  # not an OpenAI field: only sent when asked for
             body["top_k"] = params.top_k
+        if params.presence_penalty:  # 0 is the OpenAI default: not sent
+            body["presence_penalty"] = params.presence_penalty
         if params.stop:
             body["stop"] = list(params.stop)
         if params.json_schema and "response_format" not in body:  # extra_body's own wins
@@ -191,6 +193,8 @@ class OpenAISampler:
         }
         if params.top_k > 0:
             body["top_k"] = params.top_k
+        if params.presence_penalty:
+            body["presence_penalty"] = params.presence_penalty
         if params.stop:
             body["stop"] = list(params.stop)
         (completion,) = (await self._request(body, "completions"))[:1]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord
+from pytest_agenteval.config.presets import preset_record
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output.length import length_block
@@ -136,6 +137,7 @@ def suite_summary(
             "markexpr": run.markexpr,
             "items": len(records) + len(own_missing),
         },
+        "preset": preset_record(settings),  # --agenteval-preset: what it set, what the user overrode
         "config": settings.as_dict(),
         "workers": run.workers,
         "versions": dict(run.versions),

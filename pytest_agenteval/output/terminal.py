@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agenteval.config.presets import preset_line
 from pytest_agenteval.output.gate import GateResult
 from pytest_agenteval.output.length import length_lines, thinking_row
 
@@ -68,6 +69,8 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
         curve = summary.get("pass_at_k") or {}
         if curve:
             rows.append(("pass@k", "  ".join(f"k={k} {v:.3f}" for k, v in curve.items())))
+    if summary.get("preset"):  # --agenteval-preset: the protocol the numbers above follow
+        rows.append(("preset", preset_line(summary["preset"])))
     rows += list(extra_rows)
     rows += thinking_row(summary)
     prefix = "sandbox_without_"

@@ -86,6 +86,10 @@ def validate_settings(settings: Settings) -> None:
         raise pytest.UsageError("--limit, --limit-per-category and --sandbox-workers must be >= 0")
     if settings.temperature < 0:
         raise pytest.UsageError(f"--temperature must be >= 0, got {settings.temperature}")
+    if not -2 <= settings.presence_penalty <= 2:
+        raise pytest.UsageError(
+            f"--presence-penalty must be within -2 to 2, got {settings.presence_penalty:g}"
+        )
     if settings.bfcl_search_backend and not settings.bfcl_search_backend.startswith(("http://", "https://")):
         raise pytest.UsageError(
             f"--bfcl-search-backend must be an http(s) URL, got {settings.bfcl_search_backend!r}"
@@ -185,6 +189,7 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
         elif choice.kind == "transformers":
             check_transformers(choice, settings)
         elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
+            refuse_presence_penalty(settings, f"{choice.kind}://")
             from pytest_agenteval.models._sdk import open_session
             from pytest_agenteval.models._sdk_backends import adapter_for
 
@@ -269,12 +274,23 @@ def check_transformers(choice: ModelChoice, settings: Settings) -> None:
     from pytest_agenteval.models._checkpoint import check_checkpoint
 
     assert choice.path is not None
+    refuse_presence_penalty(settings, "the in-process transformers backend")
     try:
         check_checkpoint(
             choice.path, choice.base, settings.llama_threads, settings.chat_template, settings.strict
         )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def refuse_presence_penalty(settings: Settings, backend: str) -> None:
+    """--presence-penalty on a backend that has none: an error, not a run without it."""
+    if settings.presence_penalty:
+        raise pytest.UsageError(
+            f"--presence-penalty {settings.presence_penalty:g}: {backend} has no presence penalty; "
+            "it works with --endpoint servers, --serve (vLLM, SGLang, llama.cpp) and in-process .gguf "
+            "models, or drop it (a preset's: pass --presence-penalty 0)"
+        )
 
 
 def check_output(settings: Settings) -> None:
