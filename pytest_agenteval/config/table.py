@@ -10,8 +10,8 @@ from pytest_agenteval.config import (
     _options_cluster,
     _options_cost,
     _options_model,
-    _options_reasoning,
     _options_presets,
+    _options_reasoning,
     _options_run,
     _options_suites,
 )

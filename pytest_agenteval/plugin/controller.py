@@ -394,6 +394,8 @@ class ResultsCollector:
         for path in self.sweep.written.values() if self.sweep is not None else [self.written]:
             if path:
                 terminalreporter.write_line(f"results: {path}")
+        if self.sweep is not None and self.sweep.report is not None:
+            terminalreporter.write_line(f"report: {self.sweep.report}")
 
 
 def _warm_up() -> None:

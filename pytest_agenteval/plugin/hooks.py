@@ -98,7 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     evaluating = not _is_worker(config) and in_use(config, settings)
     config.stash[EVALUATING] = evaluating
-    settings, choices = sweep.configure(config, settings, evaluating, _cache_dir, _say)  # a sweep's models
+    settings, choices = sweep.configure(config, settings, evaluating, _cache_dir, _say, gates)  # sweeps
     if choices:
         choice = next(iter(choices.values()))  # the reference model
     elif _is_worker(config):

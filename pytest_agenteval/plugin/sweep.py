@@ -227,16 +227,28 @@ def choices_for(
 
 
 def configure(
-    config: pytest.Config, settings: Settings, evaluating: bool, cache_dir: Any, say: Any
+    config: pytest.Config, settings: Settings, evaluating: bool, cache_dir: Any, say: Any, gates: Sequence[Any]
 ) -> tuple[Settings, dict[str, ModelChoice]]:
     """`pytest_configure`'s part: the settings (a glob naming one model is that model's
     one-model run) and a sweep's model choices ({} : not a sweep), markers registered."""
     models = models_of(config, settings, evaluating)
     settings = one_model_settings(settings, models)
     models = config.stash[MODELS] = models if len(models) > 1 else []
+    _check_gate_labels(gates, models)
     register_markers(config, models)
     if not models:
         return settings, {}
     cache = cache_dir(config, settings)
     home = cache / "sdk-home" if cache is not None else None
     return settings, choices_for(config, settings, models, evaluating, home, say)
+
+
+def _check_gate_labels(gates: Sequence[Any], models: Sequence[SweepModel]) -> None:
+    """A gate naming a model this run does not evaluate (or any model, in a one-model run):
+    one start-up line listing the labels, before a server is launched."""
+    from pytest_agenteval.output.gate import GateError, check_gate_labels
+
+    try:
+        check_gate_labels(gates, [m.label for m in models])
+    except GateError as exc:
+        raise pytest.UsageError(str(exc)) from None

@@ -13,7 +13,7 @@ from typing import Any
 from pytest_agenteval.api.records import ProblemRecord, problem_from_dict
 from pytest_agenteval.models.sweep import SweepModel
 from pytest_agenteval.output import terminal
-from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate
+from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate, evaluate_sweep_gate
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path
 from pytest_agenteval.plugin.sweep import MODELS, model_settings
 from pytest_agenteval.tasks.registry import suite_by_name
@@ -46,6 +46,8 @@ class SweepResults:
         self.scores: dict[Key, dict[str, list[bool]]] = {}
         self.written: dict[str, Path | None] = {}  # label -> its results file, in model order
         self.model_gates: dict[str, list[GateResult]] = {}  # label -> its unnamed gates' results
+        self.report: Path | None = None  # the comparison report written at the end
+        self.report_notes: list[str] = []
 
     # -- while the run goes on -----------------------------------------------------------
     def target(self, label: str, suites: Sequence[str]) -> Path:
@@ -61,7 +63,7 @@ class SweepResults:
 
     @property
     def notes(self) -> list[str]:
-        return [note for file in self.files.values() for note in file.notes]
+        return [note for file in self.files.values() for note in file.notes] + self.report_notes
 
     @property
     def paths(self) -> list[Path]:
@@ -123,12 +125,45 @@ class SweepResults:
 
     def named_gate_results(self) -> list[GateResult]:
         """Gates naming models (`aime25[step-200].average_at_n >= aime25[base].average_at_n`),
-        evaluated on `self.summaries` and `self.scores`: sweep-gates plugs in here."""
-        return []
+        evaluated on `self.summaries` and `self.scores` with the paired comparison
+        (output/gate.py `evaluate_sweep_gate`); each result goes into the summary block of
+        the model it names first, so the results file keeps the verdict."""
+        seed = self.collector.settings.seed
+        results = [
+            evaluate_sweep_gate(g, self.summaries, self.scores, seed)
+            for g in self.collector.gates
+            if not applies_to_every_model(g)
+        ]
+        for result in results:
+            block = self.summaries.get((result.gate.suite, str(result.gate.label)))
+            if block is not None:
+                block.setdefault("gates", []).append(result.as_dict())
+        return results
 
     def after_written(self) -> None:
-        """Once every model's results file is written (`self.paths`): the comparison report
-        (sweep-gates' `write_sweep_report`) plugs in here."""
+        """Once every model's results file is written: the comparison report over them, in
+        model order (`pytest-agenteval report`'s HTML: the checkpoint chart, paired deltas
+        against the first model, the problems that changed). A report that cannot be
+        written is a storage note: the results files are what the run promised."""
+        written = [(label, path) for label, path in self.written.items() if path is not None]
+        if len(written) < 2:
+            return
+        target = self.report_target()
+        try:
+            from pytest_agenteval.report import write_sweep_report
+
+            self.report = write_sweep_report([p for _, p in written], [label for label, _ in written], target)
+        except (OSError, ValueError) as exc:  # ReportError is a ValueError
+            self.report_notes.append(f"could not write the sweep report {target}: {exc}")
+
+    def report_target(self) -> Path:
+        """--agenteval-out PATH: PATH-report.html beside the models' files; else
+        agenteval-results/<suites>-sweep-<time>-<pid>.html."""
+        out = self.collector.settings.out
+        if out:
+            return labelled_path(Path(out), "report").with_suffix(".html")
+        suites = sorted({suite for suite, _ in self.summaries})
+        return default_out_path(suites, "sweep", self.collector.started).with_suffix(".html")
 
     def target_of(self, label: str, records: Mapping[str, list[ProblemRecord]]) -> Path:
         return self.targets.get(label) or self.target(label, sorted(records))
