@@ -227,7 +227,12 @@ def choices_for(
 
 
 def configure(
-    config: pytest.Config, settings: Settings, evaluating: bool, cache_dir: Any, say: Any, gates: Sequence[Any]
+    config: pytest.Config,
+    settings: Settings,
+    evaluating: bool,
+    cache_dir: Any,
+    say: Any,
+    gates: Sequence[Any],
 ) -> tuple[Settings, dict[str, ModelChoice]]:
     """`pytest_configure`'s part: the settings (a glob naming one model is that model's
     one-model run) and a sweep's model choices ({} : not a sweep), markers registered."""
