@@ -21,7 +21,6 @@ MODELS = pytest.StashKey[list[SweepModel]]()  # the sweep's models, in order ([]
 WORKERINPUT_MODELS = "agenteval_sweep_models"  # [[label, source], ...] as the controller expanded
 WORKERINPUT_SERVED = "agenteval_sweep_served"  # {label: a launched server's workerinput}
 WORKERINPUT_REPORTED = "agenteval_sweep_reported"  # {label: [/v1/models entry, ...]}
-_REPLAY = "replay:"
 
 
 def models_of(config: pytest.Config, settings: Settings, evaluating: bool) -> list[SweepModel]:
@@ -73,14 +72,10 @@ def check_sweep(settings: Settings, models: Sequence[SweepModel]) -> None:
 
 
 def refuse_sources(sources: Sequence[str]) -> None:
-    """Sources a sweep does not take: a replay, trio:// and tinker:// checkpoints."""
+    """Sources a sweep does not take: trio:// and tinker:// checkpoints. (A replay takes a
+    label, `base=replay:x.jsonl`: expand_model_paths refuses `replay:x` as a label.)"""
     for source in sources:
         value = source.partition("=")[2] if "=" in source.split("://")[0].split(":")[0] else source
-        if value.startswith(_REPLAY):
-            raise pytest.UsageError(
-                f"--model-path {source} in a sweep: a replay is one earlier run; compare "
-                "results files with `pytest-agenteval report A.jsonl B.jsonl` instead"
-            )
         scheme = value.split("://", 1)[0]
         if "://" in value and scheme in SDK_SCHEMES:
             raise pytest.UsageError(

@@ -3,8 +3,9 @@ problem one item per model (`test_aime25[step-200:0]`), a marker per model, one 
 file and summary block per model, unnamed gates applied to each model's block, paired
 seeds, and a generation cache that never mixes the models.
 
-The second model is a copy of the embedded SmolLM2 gguf under another name (a fine-tuned
-gguf is not in the test environment yet); AGENTEVAL_SWEEP_SECOND_GGUF names a real one."""
+The second model is a different gguf: the embedded SmolLM2 with a few norm weights
+perturbed from a seed (`pytest_agenteval.testing.models.make_perturbed_gguf`), so the two
+models really generate differently; AGENTEVAL_SWEEP_SECOND_GGUF names another one."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ FAST = ("--limit=2", "--val-n=2", "--max-tokens=8", "--agenteval-cache-dir=cache
 
 
 @pytest.fixture
-def sweep(aime_suite: pytest.Pytester, tiny_aime: Path) -> Callable[..., tuple[pytest.RunResult, Path]]:
+def sweep(
+    aime_suite: pytest.Pytester, tiny_aime: Path, agenteval_perturbed_gguf: Path
+) -> Callable[..., tuple[pytest.RunResult, Path]]:
     """`base` (the embedded gguf, labelled) and `ckpts/step-200.gguf` (by a glob)."""
     (aime_suite.path / "ckpts").mkdir()
-    second = os.environ.get("AGENTEVAL_SWEEP_SECOND_GGUF") or str(embedded_model_path())
+    second = os.environ.get("AGENTEVAL_SWEEP_SECOND_GGUF") or str(agenteval_perturbed_gguf)
     shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
 
     def run(*args: str) -> tuple[pytest.RunResult, Path]:
@@ -146,8 +149,8 @@ def test_the_cache_keeps_each_model_apart(sweep, aime_suite: pytest.Pytester) ->
         ),
         (
             ("--model-path=replay:old.jsonl",),
-            "ERROR: --model-path replay:old.jsonl in a sweep: a replay is one earlier run; compare "
-            "results files with `pytest-agenteval report A.jsonl B.jsonl` instead",
+            "ERROR: --model-path replay:old.jsonl: label 'replay:old.jsonl' has characters other than "
+            "A-Z a-z 0-9 . _ -; name it with --model-path LABEL=PATH",
         ),
         (
             ("--model-path=trio://run/sampler_weights/5",),
