@@ -53,7 +53,7 @@ def launch_sweep(
             for m in models
         }
         for label, model in resolved.items():
-            if model.kind not in ("gguf", "checkpoint", "adapter"):
+            if model.kind not in ("gguf", "gguf-adapter", "checkpoint", "adapter"):
                 raise ValueError(
                     f"--serve launches .gguf files, checkpoints and adapters; model {label} is "
                     f"{model.source}: drop --serve or that --model-path"

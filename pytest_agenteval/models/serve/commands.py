@@ -119,17 +119,11 @@ def replica_devices(gpus: str | None, tp: int) -> list[str | None]:
 def llama_cpp_command(
     model: ResolvedModel, port: int, *, n_threads: int, n_ctx: int, extra: Sequence[str] = ()
 ) -> ServerSpec:
-    """`python -m llama_cpp.server` on a GGUF (the CPU test bed of the launcher); a gguf
-    LoRA on its base gguf."""
+    """`python -m llama_cpp.server` on a GGUF (the CPU test bed of the launcher)."""
     assert model.path is not None
-    lora: tuple[str, ...] = ()
-    if model.kind == "adapter" and model.base is not None and model.base.path is not None:
-        lora = ("--lora_path", str(model.path))
-    weights = model.base.path if lora and model.base is not None else model.path
     argv = (
         sys.executable, "-m", "llama_cpp.server",
-        "--model", str(weights),
-        *lora,
+        "--model", str(model.path),
         "--model_alias", model.served_name,
         "--host", HOST, "--port", str(port),
         "--n_threads", str(n_threads),
@@ -158,7 +152,7 @@ def llama_cpp_config_command(
     for alias, model in models:
         assert model.path is not None
         entry: dict[str, Any] = {"model_alias": alias, "n_threads": n_threads, "n_ctx": n_ctx}
-        if model.kind == "adapter" and model.base is not None and model.base.path is not None:
+        if model.kind == "gguf-adapter" and model.base is not None and model.base.path is not None:
             entry.update(model=str(model.base.path), lora_path=str(model.path))
         else:
             entry["model"] = str(model.path)

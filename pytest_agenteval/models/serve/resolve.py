@@ -197,8 +197,7 @@ def resolve_model_path(
     hashes = FileHashes(hash_cache, enabled=identity)
     try:
         model = _resolve_local(source, base_model, hashes)
-        gguf_lora = model.base is not None and model.base.kind == "gguf"  # the base gguf holds the template
-        if model.kind in ("checkpoint", "adapter") and not gguf_lora:
+        if model.kind in ("checkpoint", "adapter"):
             _check_template(model, chat_template)
             if chat_template:
                 model = _with_template(model, chat_template, hashes)
@@ -233,8 +232,6 @@ def _resolve_local(source: str, base_model: str | None, hashes: FileHashes) -> R
         if not path.is_file():
             raise ResolveError(f"--model-path {source}: no such file; give an existing .gguf file")
         digest = hashes.sha256(path)
-        if gguf_type(path) == "adapter":
-            return _resolve_gguf_adapter(path, source, digest, base_model, hashes)
         return ResolvedModel("gguf", path, source, digest, {path.name: digest})
     if path.is_dir():
         return _resolve_folder(path, source, base_model, hashes)
@@ -260,56 +257,6 @@ def _resolve_local(source: str, base_model: str | None, hashes: FileHashes) -> R
         f"--model-path {source}: no such file or folder, and not a hub id (owner/name); give a .gguf "
         "file, a checkpoint or adapter folder, a hub id, or replay:RESULTS.jsonl"
     )
-
-
-def _resolve_gguf_adapter(
-    path: Path, source: str, digest: str, base_model: str | None, hashes: FileHashes
-) -> ResolvedModel:
-    """A gguf LoRA (llama.cpp's convert_lora_to_gguf.py): served beside its base gguf."""
-    if not base_model:
-        raise ResolveError(
-            f"--model-path {source}: a gguf LoRA adapter names no base; pass --base-model BASE.gguf"
-        )
-    if gguf_type(Path(base_model).expanduser()) == "adapter":
-        raise ResolveError(f"--base-model {base_model}: the base of a gguf LoRA must be a .gguf model file")
-    base = _resolve_local(base_model, None, hashes)
-    if base.kind != "gguf":
-        raise ResolveError(f"--base-model {base_model}: the base of a gguf LoRA must be a .gguf model file")
-    return ResolvedModel("adapter", path, source, digest, {path.name: digest}, None, base)
-
-
-# GGUF metadata value types (gguf.GGUFValueType) and the byte size of the fixed-size ones
-_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_GGUF_STRING, _GGUF_SCAN_KEYS = 8, 64
-
-
-def gguf_type(path: Path) -> str | None:
-    """`general.type` of a gguf file ("model", "adapter"), read from the first header keys
-    (it comes before the tokenizer's arrays); None when absent or unreadable."""
-    import struct
-
-    try:
-        with open(path, "rb") as handle:
-            if handle.read(4) != b"GGUF":
-                return None
-            handle.read(4 + 8)  # version, tensor count
-            (count,) = struct.unpack("<Q", handle.read(8))
-            for _ in range(min(count, _GGUF_SCAN_KEYS)):
-                (length,) = struct.unpack("<Q", handle.read(8))
-                key = handle.read(length).decode("utf-8", "replace")
-                (kind,) = struct.unpack("<I", handle.read(4))
-                if kind == _GGUF_STRING:
-                    (size,) = struct.unpack("<Q", handle.read(8))
-                    value = handle.read(size)
-                    if key == "general.type":
-                        return value.decode("utf-8", "replace")
-                elif kind in _GGUF_SIZES:
-                    handle.read(_GGUF_SIZES[kind])
-                else:
-                    return None  # an array: the general keys are behind us
-    except (OSError, struct.error):
-        return None
-    return None
 
 
 def _resolve_folder(folder: Path, source: str, base_model: str | None, hashes: FileHashes) -> ResolvedModel:

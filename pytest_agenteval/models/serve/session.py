@@ -47,7 +47,7 @@ def pick_backend(resolved: ResolvedModel, requested: str) -> str | None:
     """The server to launch for `--serve` (`requested` from --serve-backend), or None
     where none can run here (`auto` on a machine without vLLM/SGLang and a GPU: the
     in-process transformers backend). A backend asked for by name must be installed."""
-    if resolved.kind == "gguf" or (resolved.base is not None and resolved.base.kind == "gguf"):
+    if resolved.kind == "gguf":
         if requested not in ("auto", "llama-cpp"):
             raise LaunchError(f"--serve-backend {requested} cannot serve a .gguf file; use llama-cpp or auto")
         if not _importable("llama_cpp.server") or not _importable("uvicorn"):

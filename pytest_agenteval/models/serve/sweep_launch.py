@@ -27,9 +27,13 @@ from pytest_agenteval.models.serve.session import Launch, _version, pick_backend
 from pytest_agenteval.models.serve.sweep_plan import PlannedModel, SweepSchedule, plan_servers
 
 
+ADAPTER_KINDS = ("adapter", "gguf-adapter")  # a PEFT folder on a checkpoint; a gguf LoRA on a gguf
+
+
 def planned(label: str, model: ResolvedModel) -> PlannedModel:
-    base = model.base.path if model.kind == "adapter" and model.base is not None else None
-    return PlannedModel(label, model.kind, str(model.path), str(base) if base is not None else None)
+    if model.kind in ADAPTER_KINDS and model.base is not None:
+        return PlannedModel(label, "adapter", str(model.path), str(model.base.path))
+    return PlannedModel(label, model.kind, str(model.path))
 
 
 class SweepServers:
@@ -71,7 +75,7 @@ class SweepServers:
     def _base(self, server: int) -> ResolvedModel:
         """The weights a server loads: the base of its adapters, or its own model."""
         first = self.models[self.plan.servers[server].labels[0]]
-        return first.base if first.kind == "adapter" and first.base is not None else first
+        return first.base if first.kind in ADAPTER_KINDS and first.base is not None else first
 
     def server_of(self, label: str) -> int:
         return next(i for i, s in enumerate(self.plan.servers) if label in s.labels)
