@@ -44,7 +44,8 @@ OPTIONS: tuple[Option, ...] = (
             "--base-model",
             None,
             "base checkpoint folder or hub id of a --model-path LoRA adapter (default: the adapter's "
-            "base_model_name_or_path; a different one is an error); the base model of trio:// and "
+            "base_model_name_or_path; a different one is an error), or base .gguf of a GGUF LoRA "
+            "(required there); the base model of trio:// and "
             "tinker:// paths (required there)",
         ),
         Option(

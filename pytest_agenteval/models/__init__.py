@@ -90,7 +90,8 @@ class ModelChoice:
     path: Path | None = None
     endpoints: tuple[str, ...] = ()
     model_name: str | None = None  # trio/tinker: the base model
-    base: Path | None = None  # transformers: the base checkpoint of an adapter `path`
+    # transformers: the base checkpoint of an adapter `path`; gguf: the base gguf of a LoRA `path`
+    base: Path | None = None
     served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
     api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
     uri: str = ""  # trio/tinker: the --model-path as given
@@ -152,6 +153,12 @@ def choose_model(
     if path.suffix == ".gguf":
         if not path.is_file():
             raise ValueError(f"--model-path {model_path}: no such file; give an existing .gguf file")
+        from pytest_agenteval.models.serve.resolve import is_gguf_adapter, resolve_model_path
+
+        if is_gguf_adapter(path):  # a LoRA: llama.cpp runs it on its base (lora_path)
+            adapter = resolve_model_path(model_path, base_model=base_model, identity=False)
+            assert adapter.base is not None
+            return ModelChoice("gguf", path=path, base=adapter.base.path)
         return ModelChoice("gguf", path=path)
     from pytest_agenteval.models.serve.resolve import resolve_model_path
 
@@ -247,7 +254,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         from pytest_agenteval.models._llama import LlamaSampler, llama_log_path
 
         return LlamaSampler(
-            choice.path,
+            choice.base or choice.path,
+            lora_path=choice.path if choice.base else None,
             embedded=choice.kind == "embedded",
             n_threads=settings.llama_threads,
             n_ctx=settings.n_ctx,
@@ -351,6 +359,8 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
             n_ctx=settings.n_ctx,
             token_counter="the model's own tokenizer and chat template (token-in/token-out)",
         )
+        if choice.base is not None:  # a GGUF LoRA: sha256 is the adapter's, the base beside it
+            info.update(base=str(choice.base), base_sha256=file_fingerprint(choice.base))
     elif choice.kind == "openai" and choice.served is not None:
         info.update(name=choice.model_name, served=dict(choice.served), token_counter="the server's")
     elif choice.kind == "transformers":

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import contextvars
 import ctypes
+import hashlib
 import importlib.util
 import os
 import threading
@@ -116,18 +117,26 @@ class LlamaSampler:
         n_threads: int = 1,
         n_ctx: int = 8192,
         log_path: Path | None = None,
+        lora_path: Path | None = None,
     ) -> None:
         if log_path is not None:
             log_llama_to(log_path)
         self.path = path
+        self.lora_path = lora_path  # a GGUF LoRA applied on `path`, its base
         self.n_threads = n_threads
         self.n_ctx = n_ctx
+        details: dict[str, Any] = {"n_threads": n_threads, "n_ctx": n_ctx}
+        details.update(min_p=0.0, repeat_penalty=1.0)
+        fingerprint = file_fingerprint(path)
+        if lora_path is not None:  # the cache key: the adapter on this base (as a launched server's)
+            details.update(base_sha256=fingerprint, adapter_sha256=file_fingerprint(lora_path))
+            fingerprint = hashlib.sha256(f"{fingerprint}+{details['adapter_sha256']}".encode()).hexdigest()
         self.identity = ModelIdentity(
             backend="embedded" if embedded else "gguf",
-            name=EMBEDDED_NAME if embedded else path.stem,
-            location=str(path),
-            fingerprint=file_fingerprint(path),
-            details={"n_threads": n_threads, "n_ctx": n_ctx, "min_p": 0.0, "repeat_penalty": 1.0},
+            name=EMBEDDED_NAME if embedded else (lora_path or path).stem,
+            location=str(lora_path or path),
+            fingerprint=fingerprint,
+            details=details,
         )
         self._llm: Any = None
         self._vocab: Any = None
@@ -143,6 +152,7 @@ class LlamaSampler:
             llama_cpp = _require_llama_cpp()
             self._llm = llama_cpp.Llama(
                 model_path=str(self.path),
+                lora_path=str(self.lora_path) if self.lora_path else None,
                 n_ctx=self.n_ctx,
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,

@@ -5,7 +5,6 @@ never committed: everything lives in pytest's tmp folders."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -36,33 +35,17 @@ def _build_once(folder: Path, build: Any) -> Path:
 
 def _save_checkpoint(folder: Path) -> None:
     """SmolLM2 from its gguf, dequantized to fp32, saved with save_pretrained."""
-    from pytest_agenteval.models import embedded_model_path
-    from pytest_agenteval.models._checkpoint import checkpoint_from_gguf
+    from pytest_agenteval.testing.models import make_hf_checkpoint
 
-    checkpoint_from_gguf(embedded_model_path(), folder)
+    make_hf_checkpoint(folder)
 
 
 def save_adapter(base: Path, folder: Path, *, random_b: bool, seed: int = 0) -> None:
-    """A LoRA (r=8 on q_proj and v_proj) on `base`: with `random_b`, peft's
-    init_lora_weights=False gives B != 0 (a live adapter); peft's default has B = 0."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
+    """A LoRA (r=8 on q_proj and v_proj) on `base`: with `random_b`, B != 0 (a live
+    adapter); peft's default has B = 0 (testing/models.py make_peft_adapter, public)."""
+    from pytest_agenteval.testing.models import make_peft_adapter
 
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=torch.float32)
-    config = LoraConfig(
-        r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=not random_b
-    )
-    peft_model = get_peft_model(model, config)
-    if random_b:  # scaled so the adapter changes logprobs without wrecking the model
-        with torch.no_grad():
-            for name, parameter in peft_model.named_parameters():
-                if "lora_B" in name:
-                    parameter.mul_(0.05)
-    peft_model.save_pretrained(str(folder))
-    config_file = folder / "adapter_config.json"
-    assert json.loads(config_file.read_text())["base_model_name_or_path"] == str(base)
+    make_peft_adapter(base, folder, seed=seed, live=random_b)
 
 
 @pytest.fixture(scope="session")

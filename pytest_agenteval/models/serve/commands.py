@@ -119,11 +119,18 @@ def replica_devices(gpus: str | None, tp: int) -> list[str | None]:
 def llama_cpp_command(
     model: ResolvedModel, port: int, *, n_threads: int, n_ctx: int, extra: Sequence[str] = ()
 ) -> ServerSpec:
-    """`python -m llama_cpp.server` on a GGUF (the CPU test bed of the launcher)."""
+    """`python -m llama_cpp.server` on a GGUF (the CPU test bed of the launcher); a GGUF
+    LoRA runs on its base gguf (`--model BASE --lora_path ADAPTER`), served under its own
+    name (its fingerprint's)."""
     assert model.path is not None
+    weights = model.path
+    if model.kind == "gguf-adapter":
+        assert model.base is not None and model.base.path is not None
+        weights = model.base.path
+        extra = ("--lora_path", str(model.path), *extra)
     argv = (
         sys.executable, "-m", "llama_cpp.server",
-        "--model", str(model.path),
+        "--model", str(weights),
         "--model_alias", model.served_name,
         "--host", HOST, "--port", str(port),
         "--n_threads", str(n_threads),

@@ -41,13 +41,15 @@ class ResolveError(ValueError):
 class ResolvedModel:
     """A model folder or file, its identity, and (for adapters) its base."""
 
-    kind: str  # "gguf" | "checkpoint" | "adapter" | "scheme" (another backend's URL)
+    # "gguf" | "gguf-adapter" (a GGUF LoRA, `base` its gguf) | "checkpoint" | "adapter" |
+    # "scheme" (another backend's URL)
+    kind: str
     path: Path | None  # the file or folder (for "scheme": None)
     source: str  # what the user wrote
     fingerprint: str = ""  # sha256 over config, tokenizer and weight files (adapter: the adapter's)
     files: Mapping[str, str] = field(default_factory=dict)  # name -> sha256
     revision: str | None = None  # hub commit, when resolved from the hub
-    base: ResolvedModel | None = None  # adapters: the base checkpoint
+    base: ResolvedModel | None = None  # adapters: the base checkpoint (gguf-adapter: the base gguf)
     lora_rank: int | None = None  # adapters: `r` from adapter_config.json
     chat_template: str | None = None  # --chat-template FILE, when given
 
@@ -232,6 +234,8 @@ def _resolve_local(source: str, base_model: str | None, hashes: FileHashes) -> R
         if not path.is_file():
             raise ResolveError(f"--model-path {source}: no such file; give an existing .gguf file")
         digest = hashes.sha256(path)
+        if is_gguf_adapter(path):
+            return _resolve_gguf_adapter(path, source, base_model, hashes)
         return ResolvedModel("gguf", path, source, digest, {path.name: digest})
     if path.is_dir():
         return _resolve_folder(path, source, base_model, hashes)
@@ -257,6 +261,51 @@ def _resolve_local(source: str, base_model: str | None, hashes: FileHashes) -> R
         f"--model-path {source}: no such file or folder, and not a hub id (owner/name); give a .gguf "
         "file, a checkpoint or adapter folder, a hub id, or replay:RESULTS.jsonl"
     )
+
+
+def is_gguf_adapter(path: Path) -> bool:
+    """A gguf whose header says `general.type=adapter` (a LoRA); a header we cannot read is
+    left for llama.cpp to refuse with its own message."""
+    from pytest_agenteval.models._gguf_header import GgufHeaderError, gguf_general_type
+
+    try:
+        return gguf_general_type(path) == "adapter"
+    except (GgufHeaderError, OSError):
+        return False
+
+
+def _resolve_gguf_adapter(
+    path: Path, source: str, base_model: str | None, hashes: FileHashes
+) -> ResolvedModel:
+    """A GGUF LoRA and its base gguf (`--base-model`), of the same architecture."""
+    from pytest_agenteval.models._gguf_header import gguf_metadata
+
+    if not base_model:
+        raise ResolveError(
+            f"--model-path {source} is a GGUF LoRA adapter (general.type=adapter); "
+            "pass --base-model BASE.gguf, the gguf model it was trained on"
+        )
+    base_path = Path(base_model).expanduser()
+    if base_path.suffix != ".gguf" or not base_path.is_file():
+        raise ResolveError(
+            f"--base-model {base_model}: the base of a GGUF LoRA adapter must be an existing .gguf file"
+        )
+    if is_gguf_adapter(base_path):
+        raise ResolveError(
+            f"--base-model {base_model}: the base of a GGUF LoRA adapter must be a gguf model "
+            "(general.type=model), not adapter"
+        )
+    arch = "general.architecture"
+    own, theirs = gguf_metadata(path, [arch]).get(arch), gguf_metadata(base_path, [arch]).get(arch)
+    if own != theirs:
+        raise ResolveError(
+            f"--model-path {source} is a LoRA for {own} but --base-model {base_model} is {theirs}; "
+            "pass the base the adapter was trained on"
+        )
+    base_digest = hashes.sha256(base_path)
+    base = ResolvedModel("gguf", base_path, base_model, base_digest, {base_path.name: base_digest})
+    digest = hashes.sha256(path)
+    return ResolvedModel("gguf-adapter", path, source, digest, {path.name: digest}, base=base)
 
 
 def _resolve_folder(folder: Path, source: str, base_model: str | None, hashes: FileHashes) -> ResolvedModel:

@@ -47,7 +47,7 @@ def pick_backend(resolved: ResolvedModel, requested: str) -> str | None:
     """The server to launch for `--serve` (`requested` from --serve-backend), or None
     where none can run here (`auto` on a machine without vLLM/SGLang and a GPU: the
     in-process transformers backend). A backend asked for by name must be installed."""
-    if resolved.kind == "gguf":
+    if resolved.kind in ("gguf", "gguf-adapter"):
         if requested not in ("auto", "llama-cpp"):
             raise LaunchError(f"--serve-backend {requested} cannot serve a .gguf file; use llama-cpp or auto")
         if not _importable("llama_cpp.server") or not _importable("uvicorn"):
@@ -205,7 +205,8 @@ def start(
     """Launch (or, with --serve-keep, reuse) every replica, one after another."""
     specs = build_specs(settings, resolved, backend)
     version = _version(backend)
-    label = resolved.path.stem if resolved.kind == "gguf" and resolved.path else Path(resolved.source).name
+    gguf = resolved.kind in ("gguf", "gguf-adapter")
+    label = resolved.path.stem if gguf and resolved.path else Path(resolved.source).name
     servers: list[LaunchedServer] = []
     reused = _reuse(specs, state_dir, version) if settings.serve_keep else None
     if reused is not None:
