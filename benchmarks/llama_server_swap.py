@@ -26,7 +26,7 @@ from pytest_agenteval.models._llama import embedded_model_path  # noqa: E402
 from pytest_agenteval.models.serve.commands import llama_cpp_config_command  # noqa: E402
 from pytest_agenteval.models.serve.launcher import free_port, launch, new_key, stop  # noqa: E402
 from pytest_agenteval.models.serve.resolve import resolve_model_path  # noqa: E402
-from tests.serving._gguf_lora import make_gguf_lora  # noqa: E402
+from pytest_agenteval.testing.models import make_gguf_lora  # noqa: E402
 
 
 def ask(url: str, key: str, model: str) -> float:
@@ -54,7 +54,9 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="agenteval-swap-"))
     base_path = embedded_model_path()
     base = resolve_model_path(str(base_path))
-    lora = resolve_model_path(str(make_gguf_lora(base_path, folder / "lora.gguf")), base_model=str(base_path))
+    lora = resolve_model_path(
+        str(make_gguf_lora(folder / "lora.gguf", base=base_path)), base_model=str(base_path)
+    )
     held, port = free_port()
     spec = llama_cpp_config_command(
         [("base", base), ("lora", lora)], port, folder / "server.json", n_threads=1, n_ctx=512

@@ -18,7 +18,6 @@ from pytest_agenteval.models.serve.choice import served_choice
 from pytest_agenteval.models.serve.handoff import PENDING_KEY, is_ready
 from pytest_agenteval.output.results import RESULTS_DIR
 
-WORKERINPUT_KEY = "agenteval_sweep_serve"  # label -> placeholder choice data (no key in it)
 SWEEP_SERVERS = pytest.StashKey[Any]()  # models.serve.sweep_launch.SweepServers
 
 
@@ -33,7 +32,10 @@ def launch_sweep(
     """Start the sweep's first servers (controller, before xdist starts workers) and return
     each model's choice: the served one for a server that is up, a placeholder its sampler
     waits on for a server that starts later. {} when nothing is launched (no --serve, or
-    `--serve auto` without vLLM/SGLang and a GPU: the in-process backends stand)."""
+    `--serve auto` without vLLM/SGLang and a GPU: the in-process backends stand).
+    The choices travel to workers as `served_choice` reads them (plugin/sweep.py): a
+    placeholder's sampler waits on the served file there too; `model_ready(choices)` is the
+    Runtime's `model_ready`."""
     if not settings.serve:
         return {}
     from pytest_agenteval.models.serve.launcher import LaunchError
@@ -83,20 +85,6 @@ def launch_sweep(
 
 def placeholder_choice(data: Mapping[str, Any]) -> ModelChoice:
     return ModelChoice("openai", model_name=str(data["model_name"]), served=dict(data["served"]))
-
-
-def workerinput(config: pytest.Config) -> dict[str, Any] | None:
-    """What a worker needs (controller: into node.workerinput[WORKERINPUT_KEY]): every model
-    as a placeholder, so each worker reads its server (URL and key) from the served file."""
-    servers = config.stash.get(SWEEP_SERVERS, None)
-    if servers is None:
-        return None
-    return {label: servers.placeholder(label) for label in servers.models}
-
-
-def worker_choices(data: Mapping[str, Any]) -> dict[str, ModelChoice]:
-    """A worker's choices from `workerinput`."""
-    return {label: placeholder_choice(entry) for label, entry in data.items()}
 
 
 def model_ready(choices: Mapping[str, ModelChoice]) -> Callable[[str], bool]:

@@ -13,8 +13,7 @@ import pytest
 
 from pytest_agenteval.models._llama import embedded_model_path
 from pytest_agenteval.models.serve.launcher import group_empty
-
-from ._gguf_lora import make_gguf_lora
+from pytest_agenteval.testing.models import make_gguf_lora
 
 CONFTEST = """
 import asyncio, json, os, sys, time
@@ -24,9 +23,8 @@ from pathlib import Path
 from pytest_agenteval.api.sampler import SamplingParams
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.models import make_sampler
-from pytest_agenteval.plugin.sweep_servers import (
-    SWEEP_SERVERS, WORKERINPUT_KEY, launch_sweep, model_ready, worker_choices, workerinput,
-)
+from pytest_agenteval.models.serve.choice import served_choice
+from pytest_agenteval.plugin.sweep_servers import SWEEP_SERVERS, launch_sweep, model_ready
 
 @dataclass(frozen=True)
 class Model:
@@ -44,13 +42,20 @@ def pytest_configure(config):
     # single-model --serve launch a server too (the sweep path replaces it once merged)
     STATE["settings"] = settings = Settings(**json.loads(os.environ["SWEEP_SETTINGS"]))
     if hasattr(config, "workerinput"):
-        STATE["choices"] = worker_choices(config.workerinput[WORKERINPUT_KEY])
+        # as sweep-core's plugin/sweep.py hands them over: served_choice per label
+        STATE["choices"] = {k: served_choice(v) for k, v in config.workerinput["served"].items()}
     else:
         STATE["choices"] = launch_sweep(config, settings, MODELS, say)
     STATE["ready"] = model_ready(STATE["choices"])
 
 def pytest_configure_node(node):
-    node.workerinput[WORKERINPUT_KEY] = workerinput(node.config)
+    node.workerinput["served"] = {
+        label: {
+            "endpoints": list(c.endpoints), "model_name": c.model_name,
+            "served": dict(c.served), "key": c.api_key,
+        }
+        for label, c in STATE["choices"].items()
+    }
 
 def pytest_unconfigure(config):
     servers = config.stash.get(SWEEP_SERVERS, None)
@@ -97,7 +102,7 @@ PER_MODEL = 2
 @pytest.fixture
 def sweep(pytester: pytest.Pytester, tmp_path: Path):
     base = embedded_model_path()
-    lora = make_gguf_lora(base, tmp_path / "lora.gguf", seed=1)
+    lora = make_gguf_lora(tmp_path / "lora.gguf", base=base, seed=1)
     copy = tmp_path / "copy.gguf"
     shutil.copyfile(base, copy)
     pytester.makeconftest(CONFTEST)

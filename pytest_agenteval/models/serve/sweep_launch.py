@@ -26,7 +26,6 @@ from pytest_agenteval.models.serve.resolve import ResolvedModel
 from pytest_agenteval.models.serve.session import Launch, _version, pick_backend
 from pytest_agenteval.models.serve.sweep_plan import PlannedModel, SweepSchedule, plan_servers
 
-
 ADAPTER_KINDS = ("adapter", "gguf-adapter")  # a PEFT folder on a checkpoint; a gguf LoRA on a gguf
 
 
