@@ -134,6 +134,15 @@ OPTIONS: tuple[Option, ...] = (
         ),
         Option("serve_tp", "--serve-tp", 1, "tensor-parallel size of each launched replica", int),
         Option(
+            "serve_max_servers",
+            "--serve-max-servers",
+            0,
+            "a sweep's launched servers up at once (0: as many as --serve-gpus allows, on a CPU one per "
+            "server); the next starts when one's models are done",
+            int,
+            local=True,
+        ),
+        Option(
             "serve_args",
             "--serve-arg",
             (),

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         serve_keep: bool
         serve_gpus: str | None
         serve_tp: int
+        serve_max_servers: int
         serve_args: tuple[str, ...]
         # Endpoints (OpenAI-compatible servers)
         endpoints: tuple[str, ...]

@@ -244,6 +244,8 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
     cache folder SDK samplers keep their files in)."""
     if choice.kind == "invalid":
         raise SamplerError(choice.model_name or "invalid model options")
+    if choice.served is not None and choice.served.get("pending"):  # a sweep's server that starts later
+        return _waiting_sampler(choice, settings, concurrency, home)
     if choice.kind in SDK_SCHEMES:
         from pytest_agenteval.models._sdk import SdkSampler
         from pytest_agenteval.models._sdk_backends import adapter_for
@@ -315,6 +317,35 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
     )
     sampler.records_served = True  # each generation records the reply's model (not a judge's)
     return sampler
+
+
+def _waiting_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Path | None) -> Any:
+    """The sampler of a sweep's model whose server is not up yet: it waits for the file the
+    controller writes once the server is ready (models/serve/handoff.py), then sends there."""
+    from pytest_agenteval.models.serve.handoff import WaitingSampler
+
+    assert choice.served is not None
+
+    def build(data: Mapping[str, Any]) -> Any:
+        served = ModelChoice(
+            "openai",
+            endpoints=tuple(data["endpoints"]),
+            model_name=str(data["model_name"]),
+            served=dict(data["served"]),
+            api_key=data.get("key"),
+        )
+        return make_sampler(served, settings, concurrency, home)
+
+    identity = ModelIdentity(  # what the OpenAI sampler of a launched server says (the cache key)
+        backend="openai",
+        name=choice.model_name or "default",
+        location="launched",
+        fingerprint=str(choice.served.get("fingerprint", "")),
+        details={"api_key_env": settings.api_key_env},
+    )
+    return WaitingSampler(
+        Path(choice.served["pending"]), identity, build, settings.serve_timeout, label=choice.label
+    )
 
 
 def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:

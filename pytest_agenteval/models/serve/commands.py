@@ -142,6 +142,34 @@ def llama_cpp_command(
     return ServerSpec("llama-cpp", argv, port, model.served_name, "API_KEY", sampling_defaults=defaults)
 
 
+def llama_cpp_config_command(
+    models: Sequence[tuple[str, ResolvedModel]],
+    port: int,
+    config_path: Path,
+    *,
+    n_threads: int,
+    n_ctx: int,
+) -> ServerSpec:
+    """One `python -m llama_cpp.server --config_file` serving several gguf models under their
+    aliases (`(alias, model)`, the first one its ready check): a gguf LoRA as its base plus
+    `lora_path`. llama_cpp.server holds one model loaded at a time and swaps on a request for
+    another (docs/performance.md has the cost), so a sweep asks model by model. The file
+    holds no key (the server reads API_KEY from its environment); --serve-arg does not apply."""
+    entries = []
+    for alias, model in models:
+        assert model.path is not None
+        entry: dict[str, Any] = {"model_alias": alias, "n_threads": n_threads, "n_ctx": n_ctx}
+        if model.kind == "gguf-adapter" and model.base is not None and model.base.path is not None:
+            entry.update(model=str(model.base.path), lora_path=str(model.path))
+        else:
+            entry["model"] = str(model.path)
+        entries.append(entry)
+    config_path.write_text(json.dumps({"host": HOST, "port": port, "models": entries}, indent=1), "utf-8")
+    argv = (sys.executable, "-m", "llama_cpp.server", "--config_file", str(config_path))
+    defaults = {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
+    return ServerSpec("llama-cpp", argv, port, models[0][0], "API_KEY", sampling_defaults=defaults)
+
+
 def _lora_modules(adapters: Sequence[ResolvedModel], base_name: str) -> tuple[dict[str, str], list[str]]:
     names = {adapter_served_name(a): str(a.path) for a in adapters}
     modules = [json.dumps({"name": n, "path": p, "base_model_name": base_name}) for n, p in names.items()]

@@ -1,0 +1,148 @@
+"""`--serve` in a sweep: launch the models' servers on the controller before the workers
+start (adapters beside their base in one server, one server per full checkpoint or gguf),
+count each model's finished items, stop a server as soon as its models are done and start
+the next. The logic lives in models/serve/sweep_launch.py; this is the pytest glue."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from pytest_agenteval.models import ModelChoice
+from pytest_agenteval.models.serve.choice import served_choice
+from pytest_agenteval.models.serve.handoff import PENDING_KEY, is_ready
+from pytest_agenteval.output.results import RESULTS_DIR
+
+SWEEP_SERVERS = pytest.StashKey[Any]()  # models.serve.sweep_launch.SweepServers
+
+
+class SweepModelLike(Protocol):
+    label: str
+    source: str
+
+
+def launch_sweep(
+    config: pytest.Config, settings: Any, models: Sequence[SweepModelLike], say: Callable[[str], None]
+) -> dict[str, ModelChoice]:
+    """Start the sweep's first servers (controller, before xdist starts workers) and return
+    each model's choice: the served one for a server that is up, a placeholder its sampler
+    waits on for a server that starts later. {} when nothing is launched (no --serve, or
+    `--serve auto` without vLLM/SGLang and a GPU: the in-process backends stand).
+    The choices travel to workers as `served_choice` reads them (plugin/sweep.py): a
+    placeholder's sampler waits on the served file there too; `model_ready(choices)` is the
+    Runtime's `model_ready`."""
+    if not settings.serve:
+        return {}
+    from pytest_agenteval.models.serve.launcher import LaunchError
+    from pytest_agenteval.models.serve.resolve import resolve_model_path
+    from pytest_agenteval.models.serve.sweep_launch import SweepServers
+
+    cache = _cache_folder(config, settings)
+    out = (Path(os.path.expanduser(settings.out)).parent if settings.out else Path(RESULTS_DIR)).resolve()
+    try:
+        resolved = {
+            m.label: resolve_model_path(
+                m.source,
+                base_model=settings.base_model,
+                chat_template=settings.chat_template,
+                hash_cache=cache / "model-hashes.json" if cache is not None else None,
+            )
+            for m in models
+        }
+        for label, model in resolved.items():
+            if model.kind not in ("gguf", "gguf-adapter", "checkpoint", "adapter"):
+                raise ValueError(
+                    f"--serve launches .gguf files, checkpoints and adapters; model {label} is "
+                    f"{model.source}: drop --serve or that --model-path"
+                )
+        out.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=".agenteval-serve-", dir=out))  # 0700: keys live here
+        servers = SweepServers(settings, resolved, folder, out, say)
+    except (LaunchError, ValueError) as exc:  # ResolveError is a ValueError
+        raise pytest.UsageError(str(exc)) from None
+    if not servers.launchable:
+        servers.close()
+        say("agenteval: no vLLM/SGLang with a GPU here: the sweep's checkpoints run in-process")
+        return {}
+    config.stash[SWEEP_SERVERS] = servers
+    config.add_cleanup(servers.close)
+    servers.start_ready()
+    config.pluginmanager.register(SweepServePlugin(servers), "agenteval-sweep-servers")
+    choices = {}
+    for label in resolved:
+        server = servers.server_of(label)
+        if server in servers.launches:
+            choices[label] = served_choice(servers.served(label))
+        else:
+            choices[label] = placeholder_choice(servers.placeholder(label))
+    return choices
+
+
+def placeholder_choice(data: Mapping[str, Any]) -> ModelChoice:
+    return ModelChoice("openai", model_name=str(data["model_name"]), served=dict(data["served"]))
+
+
+def model_ready(choices: Mapping[str, ModelChoice]) -> Callable[[str], bool]:
+    """`Runtime.model_ready`: False while a model's server is not up, so prefetch never runs
+    ahead into it (a worker's slots full of rollouts waiting on a server that starts only
+    when the earlier models finish would never free)."""
+
+    def ready(label: str) -> bool:
+        choice = choices.get(label)
+        pending = (choice.served or {}).get(PENDING_KEY) if choice is not None else None
+        return not pending or is_ready(Path(pending))
+
+    return ready
+
+
+def label_of(nodeid: str, labels: Sequence[str]) -> str | None:
+    """The sweep model of an item id (`test_aime25[step-200:12]` -> step-200)."""
+    return next((label for label in labels if f"[{label}:" in nodeid), None)
+
+
+class SweepServePlugin:
+    """Controller hooks: each model's item count after collection, each finished item."""
+
+    def __init__(self, servers: Any) -> None:
+        self.servers = servers
+        self.labels = sorted(servers.models, key=len, reverse=True)  # "a-1" before "a"
+        self.counted = False
+
+    def _expect(self, nodeids: Sequence[str]) -> None:
+        if self.counted:
+            return
+        self.counted = True
+        counts: dict[str, int] = {}
+        for nodeid in nodeids:
+            label = label_of(nodeid, self.labels)
+            if label is not None:
+                counts[label] = counts.get(label, 0) + 1
+        self.servers.expect(counts)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self._expect(ids)  # every worker collects the same items: the first one counts
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.config.getoption("dist", "no") == "no":  # no xdist: this process collected
+            self._expect([item.nodeid for item in session.items])
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            label = label_of(report.nodeid, self.labels)
+            if label is not None:
+                self.servers.finished(label)
+
+
+def _cache_folder(config: pytest.Config, settings: Any) -> Path | None:
+    if settings.no_cache:
+        return None
+    if settings.cache_dir:
+        return Path(settings.cache_dir).expanduser()
+    cache = getattr(config, "cache", None)
+    return Path(cache.mkdir("agenteval")) if cache is not None else None

@@ -1,0 +1,52 @@
+"""`--serve` over a whole sweep through the plugin: the embedded gguf, a gguf LoRA on it (one
+llama.cpp server for both) and a copy of the gguf (a server of its own), one server at a time
+(--serve-max-servers 1), with and without -n 2. Needs sweep-core's parametrisation by model
+(pytest_agenteval/models/sweep.py); until that is merged beside this it skips, saying so."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.testing.models import make_gguf_lora
+
+POST = '"POST /v1/chat/completions HTTP/1.1" 200'
+FAST = ("--serve", "--max-tokens=8", "--n-ctx=1024", "--llama-threads=1", "--val-n=1")
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("pytest_agenteval.models.sweep") is None,
+    reason="needs sweep-core's repeatable --model-path (pytest_agenteval/models/sweep.py)",
+)
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "-n 2"])
+def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
+    run_suite, tmp_path: Path, workers
+) -> None:
+    base = embedded_model_path()
+    lora = make_gguf_lora(tmp_path / "lora.gguf", base=base, seed=1)
+    copy = tmp_path / "copy.gguf"
+    shutil.copyfile(base, copy)
+    result, out = run_suite(
+        *FAST,
+        f"--model-path=smol={base}",
+        f"--model-path=smol-lora={lora}",
+        f"--model-path=copy={copy}",
+        f"--base-model={base}",
+        "--serve-max-servers=1",
+        *workers,
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 12  # 3 models x 4 problems
+    assert "errors" not in outcomes and "error" not in outcomes
+    logs = sorted(out.parent.glob("server-*.log"))
+    assert [p.name for p in logs] == ["server-0-smol.log", "server-1-copy.log"]  # two servers, not three
+    assert [p.read_text().count(POST) for p in logs] == [8, 4]
+    stderr = result.stderr.str()
+    stopped = stderr.index("stopped the server of smol, smol-lora: its items are done")
+    assert stopped < stderr.index("starting llama-cpp server 2/2 for copy")  # a wave: one after the other
+    assert not list(out.parent.glob(".agenteval-serve-*"))  # the served files (keys) went with the run
