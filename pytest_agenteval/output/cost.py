@@ -255,7 +255,14 @@ def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
             unpriced = [n for n, m in block.get("by_model", {}).items() if m.get("unpriced")]
             if unpriced:
                 parts.append(f"no price for {', '.join(unpriced)} (--prices FILE)")
-        if block.get("device_seconds") is not None:
+        if block.get("device_seconds") is not None and summary.get("model_label"):
+            # a sweep's models share the run's wall time: each model's own is its generations'
+            parts.append(
+                f"{block.get('generation_device_seconds') or 0.0:.1f} device-seconds generating on "
+                f"{block['devices']} device(s) (the sweep's wall time, shared by its models: "
+                f"{block['device_seconds']:.1f})"
+            )
+        elif block.get("device_seconds") is not None:
             parts.append(f"{block['device_seconds']:.1f} device-seconds on {block['devices']} device(s)")
         for name, judge in sorted((block.get("by_judge") or {}).items()):
             if judge.get("unpriced") == 0 and judge.get("calls"):

@@ -150,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_dir,
         _share(config, sandbox_workers, per_host=True),  # processes of this machine
         models=choices,
+        model_ready=sweep.model_ready(choices),  # a sweep's later servers (waves)
     )
     cost.install(config, settings, choice, config.stash[RUNTIME], evaluating)  # budget ledger, --estimate
     progress.install(config, config.stash[RUNTIME], evaluating, settings.progress)

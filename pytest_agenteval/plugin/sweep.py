@@ -142,16 +142,24 @@ def checked_choices(
     }
 
 
-def start_servers(config: pytest.Config, settings: Settings, models: Sequence[SweepModel], say: Any) -> Any:
-    """`--serve` in a sweep: sweep-serve's `launch_sweep` (plugin/sweep_servers.py)."""
-    try:
-        from pytest_agenteval.plugin import sweep_servers  # type: ignore[attr-defined]
-    except ImportError:
-        raise pytest.UsageError(
-            "--serve with several --model-path models is not available in this version; drop --serve "
-            "(the models run in-process, one after another)"
-        ) from None
+def start_servers(
+    config: pytest.Config, settings: Settings, models: Sequence[SweepModel], say: Any
+) -> dict[str, ModelChoice]:
+    """`--serve` in a sweep (plugin/sweep_servers.py): the launched servers' choices, or {}
+    where none can be launched (`--serve auto` without vLLM/SGLang and a GPU: in-process)."""
+    from pytest_agenteval.plugin import hosts, sweep_servers
+
+    hosts.refuse_remote_workers(config)  # the servers listen on this machine's loopback
     return sweep_servers.launch_sweep(config, settings, list(models), say)
+
+
+def model_ready(choices: dict[str, ModelChoice]) -> Any:
+    """`Runtime.model_ready` of a sweep whose later servers start in waves; None otherwise."""
+    if not choices:
+        return None
+    from pytest_agenteval.plugin import sweep_servers
+
+    return sweep_servers.model_ready(choices)
 
 
 def worker_choices(
@@ -214,7 +222,7 @@ def choices_for(
         checks.check_output(settings)
         checks.check_sandbox_level(settings)
         if settings.serve:
-            choices = start_servers(config, settings, models, say)
+            choices = start_servers(config, settings, models, say) or choices
     for choice in choices.values():
         checks.check_native_style(settings, choice)
         hosts.check_concurrency(config, settings, choice)
