@@ -180,6 +180,13 @@ def run_merge(args: argparse.Namespace) -> int:
     _refuse_writing_over_inputs(args)
     _check_outputs_writable(args)
     gates = [parse_gate(expression) for expression in args.gates]
+    for gate in gates:
+        if gate.labels:  # a sweep's shards are merged one model at a time
+            raise GateError(
+                f"--agenteval-gate {gate.expression!r}: names a model; a merge is of one model's "
+                f"shards: gate it as {gate.suite}.{gate.metric} ..., and compare the merged models "
+                "with pytest-agenteval report"
+            )
     baseline = load_baseline(args.compare) if args.compare else None
     merged = read_shards(args.shards)
     first = check_shards(merged.shards)

@@ -107,6 +107,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
             '"aime25.average_at_n >= 0.30" (OP is one of >= > <= < == !=)',
         ),
         (
+            ("s0.jsonl", "s1.jsonl", "s2.jsonl", "--agenteval-gate=aime25[base].average_at_n >= 0.3"),
+            "--agenteval-gate 'aime25[base].average_at_n >= 0.3': names a model; a merge is of one "
+            "model's shards: gate it as aime25.average_at_n ..., and compare the merged models with "
+            "pytest-agenteval report",
+        ),
+        (
             ("s0.jsonl", "s1.jsonl", "s2.jsonl"),  # no -o
             "the following arguments are required: -o/--out (see pytest-agenteval merge --help)",
         ),
