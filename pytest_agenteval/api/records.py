@@ -147,8 +147,9 @@ class GenerationRecord:
 
 def _reasoning_fields(rollout: Rollout) -> dict[str, Any]:
     """A reasoning generation's thoughts and its token split; nothing for a generation
-    without reasoning (its results line stays as before)."""
-    reasoned = rollout.reasoning is not None or rollout.reasoning_tokens is not None
+    without reasoning (its results line stays as before). A split that found no reasoning
+    counts it as 0 tokens, and OpenAI reports 0 for a model that does not think: not reasoning."""
+    reasoned = rollout.reasoning is not None or bool(rollout.reasoning_tokens)
     if not reasoned and rollout.stop_reason != THINKING_TRUNCATED:
         return {}
     return {

@@ -139,18 +139,32 @@ def apply_preset(name: str | None, values: dict[str, Any], explicit: frozenset[s
             values[dest] = value
 
 
-def preset_record(settings: Any) -> dict[str, Any] | None:
+def preset_record(settings: Any, used: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The summary's `preset` field: the preset's name, the values it set, and the ones the
-    user's explicit options overrode (with the value used instead); None without a preset."""
+    user's explicit options overrode (with the value used instead); None without a preset.
+    `used`: what the suite ran with (its sampling and N). A suite that keeps its own default
+    where the user gave no option (BFCL's N 1 and 1024 tokens) lists it under `suite_kept`,
+    not as a value the preset set."""
     if not settings.preset:
         return None
     preset = BY_NAME[settings.preset]
     given = {dest: value for dest, value in preset.values.items() if dest in settings.explicit}
-    return {
+    used = used or {}
+    kept = {
+        dest: used[dest]
+        for dest, value in preset.values.items()
+        if dest not in given and dest in used and used[dest] != value
+    }
+    record = {
         "name": preset.name,
-        "set": {dest: value for dest, value in preset.values.items() if dest not in given},
+        "set": {
+            dest: value for dest, value in preset.values.items() if dest not in given and dest not in kept
+        },
         "overridden": {dest: getattr(settings, dest) for dest in given},
     }
+    if kept:
+        record["suite_kept"] = kept
+    return record
 
 
 def preset_line(record: Mapping[str, Any]) -> str:
@@ -160,4 +174,7 @@ def preset_line(record: Mapping[str, Any]) -> str:
     overridden = record.get("overridden") or {}
     if overridden:
         shown += " (overridden: " + " ".join(f"{k}={v}" for k, v in overridden.items()) + ")"
+    kept = record.get("suite_kept") or {}
+    if kept:
+        shown += " (the suite's own: " + " ".join(f"{k}={v}" for k, v in kept.items()) + ")"
     return f"{record.get('name')}: {shown}"

@@ -76,6 +76,7 @@ def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
         else:
             models.append(SweepModel(label or label_of(source), source))
     seen: dict[str, str] = {}
+    markers: dict[str, str] = {}  # marker -> the label it came from
     for model in models:
         if not LABEL_PATTERN.match(model.label):
             raise ValueError(
@@ -88,6 +89,13 @@ def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
                 f"{model.label!r}; name one with --model-path LABEL=PATH"
             )
         seen[model.label] = model.source
+        if marker_name(model.label) in markers:  # `-m model_step_200` would select both
+            raise ValueError(
+                f"--model-path: the labels {markers[marker_name(model.label)]!r} and {model.label!r} "
+                f"share the marker {marker_name(model.label)} (-m would select both); rename one with "
+                "--model-path LABEL=PATH"
+            )
+        markers[marker_name(model.label)] = model.label
     return models
 
 

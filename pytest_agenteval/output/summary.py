@@ -137,7 +137,10 @@ def suite_summary(
             "markexpr": run.markexpr,
             "items": len(records) + len(own_missing),
         },
-        "preset": preset_record(settings),  # --agenteval-preset: what it set, what the user overrode
+        # --agenteval-preset: what it set, what the user overrode, what the suite kept its own
+        "preset": preset_record(
+            settings, {**suite.sampling(settings), "val_n": records[0].val_n if records else settings.val_n}
+        ),
         "config": settings.as_dict(),
         "workers": run.workers,
         "versions": dict(run.versions),

@@ -191,3 +191,30 @@ def test_a_preset_run_sends_its_protocol_and_records_it(run_suite, workers: tupl
         "qwen3-nonthinking: thinking=off temperature=0.7 top_p=0.8 top_k=20 presence_penalty=1.5 "
         "(overridden: mode=text-only val_n=2)"
     )
+
+
+def test_a_suite_that_keeps_its_own_defaults_is_not_recorded_as_run_with_the_preset(
+    pytester: pytest.Pytester,
+) -> None:
+    """BFCL keeps N 1, its leaderboard temperature and 1024 tokens under a preset (they are
+    defaults, not explicit options): its summary must not claim the preset's 64, 0.6 and 38912."""
+    from pytest_agenteval.tasks.bfcl.suite import Bfcl
+
+    settings = _settings(pytester, "", "--agenteval-preset=qwen3-thinking", "--top-p=0.9")
+    bfcl = Bfcl()
+    used = {**bfcl.sampling(settings), "val_n": bfcl.samples(settings)}
+    record = preset_record(settings, used)
+    assert record == {
+        "name": "qwen3-thinking",
+        "set": {"mode": "text-only", "thinking": "on", "top_k": 20},
+        "overridden": {"top_p": 0.9},
+        "suite_kept": {"temperature": 0.001, "max_tokens": 1024, "val_n": 1},
+    }
+    assert preset_line(record) == (
+        "qwen3-thinking: mode=text-only thinking=on top_k=20 (overridden: top_p=0.9)"
+        " (the suite's own: temperature=0.001 max_tokens=1024 val_n=1)"
+    )
+    aime = preset_record(
+        settings, {"temperature": 0.6, "top_p": 0.9, "top_k": 20, "max_tokens": 38912, "val_n": 64}
+    )
+    assert aime is not None and "suite_kept" not in aime and aime["set"]["val_n"] == 64
