@@ -12,7 +12,7 @@ import pytest
 
 from pytest_agenteval.config.option import Option, describe_tag
 from pytest_agenteval.config.presets import apply_preset
-from pytest_agenteval.config.settings import Settings
+from pytest_agenteval.config.settings import Settings, one_model_path
 from pytest_agenteval.config.table import OPTIONS
 
 __all__ = ["GROUP", "OPTIONS", "Option", "Settings", "build_settings", "register", "unused_options"]
@@ -123,7 +123,4 @@ def build_settings(config: pytest.Config) -> Settings:
             values[option.dest] = option.parse(*given)
             explicit.add(option.dest)
     apply_preset(values["preset"], values, explicit)  # the preset's values where the user gave none
-    paths = values["model_paths"]
-    # a one-model run's --model-path as before; a sweep's models: plugin/sweep.py
-    model_path = paths[0] if len(paths) == 1 else None
-    return Settings(**values, model_path=model_path, explicit=frozenset(explicit))
+    return Settings(**values, model_path=one_model_path(values["model_paths"]), explicit=frozenset(explicit))

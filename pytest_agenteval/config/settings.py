@@ -5,6 +5,7 @@ every xdist worker."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_agenteval.config.table import OPTIONS
@@ -176,3 +177,9 @@ if TYPE_CHECKING:
 
 else:
     Settings = _generate()
+
+
+def one_model_path(paths: Sequence[str]) -> str | None:
+    """`Settings.model_path`: a one-model run's --model-path as before; None for none or a
+    sweep's several (plugin/sweep.py expands those)."""
+    return paths[0] if len(paths) == 1 else None

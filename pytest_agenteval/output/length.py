@@ -38,6 +38,10 @@ def length_block(
         "reasoning_tokens": sum(known) if known else None,  # None: no generation said
         "answer_tokens": sum(a for a in answers if a is not None),
         "answer_tokens_unknown": sum(a is None for a in answers),  # reasoned, split not said
+        # generations whose split is the sampler's estimate (an endpoint that does not report it)
+        "reasoning_tokens_estimated": sum(
+            bool(r.extra.get("reasoning_tokens_estimated")) for r in generations
+        ),
         "warn_share": warn_share,
         "warning": warning,
     }
@@ -67,7 +71,12 @@ def thinking_row(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ),
         (
             "reasoning / answer",
-            f"{_tokens(length.get('reasoning_tokens'))} / {length.get('answer_tokens', 0)} tokens",
+            f"{_tokens(length.get('reasoning_tokens'))} / {length.get('answer_tokens', 0)} tokens"
+            + (
+                f" (estimated for {length['reasoning_tokens_estimated']} generations)"
+                if length.get("reasoning_tokens_estimated")
+                else ""
+            ),
         ),
     ]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, problem_from_dict, without_texts
-from pytest_agenteval.config.settings import Settings
+from pytest_agenteval.config.settings import Settings, one_model_path
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output import ci, terminal
 from pytest_agenteval.output.compare import BaselineError, Comparison, check_baseline, compare, load_baseline
@@ -139,7 +139,7 @@ def settings_from(
         value = config.get(option.dest, option.default)
         values[option.dest] = tuple(value) if option.multiple and value is not None else value
     values.update(overrides)
-    return Settings(**values, explicit=frozenset(explicit))
+    return Settings(**values, model_path=one_model_path(values["model_paths"]), explicit=frozenset(explicit))
 
 
 def main(argv: list[str]) -> int:

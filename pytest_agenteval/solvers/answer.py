@@ -53,3 +53,11 @@ def summed_reasoning_tokens(completions: Iterable[Completion]) -> int | None:
     """Reasoning tokens of several turns: None when no turn said how many it had."""
     known = [c.reasoning_tokens for c in completions if c.reasoning_tokens is not None]
     return sum(known) if known else None
+
+
+def estimated_mark(completions: Iterable[Completion]) -> dict[str, bool]:
+    """`reasoning_tokens_estimated: true` on a generation whose reasoning tokens are (in
+    part) the sampler's estimate (an endpoint that does not report them: the character
+    share); nothing where every count is exact."""
+    estimated = any(c.reasoning_tokens_estimated for c in completions)
+    return {"reasoning_tokens_estimated": True} if estimated else {}

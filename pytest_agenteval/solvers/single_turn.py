@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_agenteval.api.records import Rollout
 from pytest_agenteval.api.sampler import Completion
-from pytest_agenteval.solvers.answer import answer_only, answer_stop_reason
+from pytest_agenteval.solvers.answer import answer_only, answer_stop_reason, estimated_mark
 
 
 def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None = None) -> Rollout:
@@ -24,7 +24,7 @@ def single_turn_rollout(completion: Completion, extra: Mapping[str, Any] | None 
         attempts=completion.attempts,
         retries=max(0, completion.attempts - 1),
         cached=completion.cached,
-        extra={**(extra or {}), **_request_usage(completion)},
+        extra={**(extra or {}), **_request_usage(completion), **estimated_mark([completion])},
         reasoning=completion.reasoning,
         reasoning_tokens=completion.reasoning_tokens,
     )

@@ -143,6 +143,7 @@ class Trajectory:
     overflow: str = ""  # the backend's ContextOverflowError, when that ended the trajectory
     reasoning: str | None = None  # the last turn's thoughts (its answer is final_text)
     reasoning_tokens: int | None = None  # summed over the turns that said how many
+    reasoning_estimated: bool = False  # a turn's reasoning tokens were the sampler's estimate
 
     def count_turn(self, completion: Completion) -> None:
         """One more model turn: its tokens, requests, cache state and reasoning."""
@@ -150,6 +151,7 @@ class Trajectory:
         self.reasoning = completion.reasoning
         if completion.reasoning_tokens is not None:
             self.reasoning_tokens = (self.reasoning_tokens or 0) + completion.reasoning_tokens
+            self.reasoning_estimated = self.reasoning_estimated or completion.reasoning_tokens_estimated
         progress.note_turn(completion)  # the live progress line moves with each turn
         self.finish_reason = completion.finish_reason
         self.prompt_tokens += completion.prompt_tokens
@@ -233,6 +235,7 @@ def finished_rollout(
         extra={
             **tool_stats(state.transcript),
             **({"context_overflow": state.overflow} if state.overflow else {}),
+            **({"reasoning_tokens_estimated": True} if state.reasoning_estimated else {}),
             **(extra or {}),
         },
         reasoning=state.reasoning,

@@ -32,14 +32,18 @@ def test_text_only_scores_the_answer_and_counts_thinking_truncated(run_suite, wo
     assert [p["num_correct"] for p in problems] == [2, 0, 0, 2]
     first, truncated, wrong, plain = (p["generations"][0] for p in problems)
     assert {
-        k: first[k] for k in ("text", "reasoning", "reasoning_tokens", "answer_tokens", "stop_reason")
+        k: first[k]
+        for k in ("text", "reasoning", "reasoning_tokens", "reasoning_tokens_estimated", "answer_tokens")
     } == {
         "text": "\n\\boxed{70}",
         "reasoning": "\nmaybe \\boxed{71}\n",
-        "reasoning_tokens": None,  # the test server does not say
-        "answer_tokens": None,
-        "stop_reason": "answer",
+        # the test server does not say: the sampler's estimate (the reasoning's share of the
+        # characters of 11 completion tokens), marked as one
+        "reasoning_tokens": 7,
+        "reasoning_tokens_estimated": True,
+        "answer_tokens": 4,
     }
+    assert first["stop_reason"] == "answer"
     assert {k: truncated[k] for k in ("text", "correct", "formatted", "stop_reason", "finish_reason")} == {
         "text": "",
         "correct": False,
@@ -59,9 +63,12 @@ def test_text_only_scores_the_answer_and_counts_thinking_truncated(run_suite, wo
         "hit_max_tokens_share": 0.25,
         "thinking_truncated": 2,
         "thinking_truncated_share": 0.25,
-        "reasoning_tokens": None,
-        "answer_tokens": plain["completion_tokens"] * 2,  # 0 for the truncated, unknown for the reasoned
-        "answer_tokens_unknown": 4,
+        # the reasoned generations' split is the sampler's estimate (the test server does not
+        # report reasoning tokens); the truncated ones are all reasoning
+        "reasoning_tokens": 54,
+        "answer_tokens": 24,
+        "answer_tokens_unknown": 0,
+        "reasoning_tokens_estimated": 4,
         "warn_share": 0.1,
         "warning": "25% of generations hit max_tokens (16): the budget, not the model, decided the score; "
         "raise --max-tokens",

@@ -20,7 +20,9 @@ POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 
 
 @pytest.fixture
-def sweep_folder(pytester: pytest.Pytester, agenteval_gguf_lora: Path, agenteval_perturbed_gguf: Path) -> Path:
+def sweep_folder(
+    pytester: pytest.Pytester, agenteval_gguf_lora: Path, agenteval_perturbed_gguf: Path
+) -> Path:
     shutil.copytree(ROOT / "suites" / "aime25", pytester.path / "suites" / "aime25")
     shutil.copyfile(ROOT / "docs" / "examples" / "sweep" / "problems.jsonl", pytester.path / "problems.jsonl")
     (pytester.path / "ckpts").mkdir()
@@ -53,7 +55,9 @@ def _run(pytester: pytest.Pytester, gate: str) -> pytest.RunResult:
     )
 
 
-def test_two_models_and_an_adapter_in_one_run_with_xdist(pytester: pytest.Pytester, sweep_folder: Path) -> None:
+def test_two_models_and_an_adapter_in_one_run_with_xdist(
+    pytester: pytest.Pytester, sweep_folder: Path
+) -> None:
     # SmolLM2 solves none of these in 8 tokens: the LoRA is no worse than the base (delta 0,
     # interval [0, 0]) and, as surely, no better
     no_worse = "aime25[lora-step-200].average_at_n >= aime25[base].average_at_n - 0.5"
