@@ -325,7 +325,8 @@ def evaluate_sweep_gate(
     One model against a number: as `evaluate_gate`. No model named: it must hold for every
     model. Two models: the point estimates must satisfy `left OP right + margin` AND the
     paired bootstrap of left - right over the problems both ran must agree (its interval's
-    lower bound above the margin for >= and >, its upper bound below it for <= and <);
+    lower bound at least / above the margin for >= / >, its upper bound at most / below it for
+    <= / <);
     metrics without a per-problem score are compared by point only ("not paired"). Fails
     closed on a missing model or suite, an n/a value, an incomplete run, or too few shared
     problems."""
@@ -396,9 +397,12 @@ def _compare(
     paired = dict(ci95=interval, paired_problems=shared)
     if not point:
         return result(False, f"{measured}; {claim}", **paired)
+    # the interval's near bound must satisfy the gate's own operator: `>=` a margin of 0 is
+    # "no worse" (two identical models, interval [0, 0], hold it), `>` 0 is "better"
     upward = gate.op in (">=", ">")
-    bound, side, beyond = (low, "lower", "above") if upward else (high, "upper", "below")
-    if (bound > gate.threshold) if upward else (bound < gate.threshold):
+    bound, side = (low, "lower") if upward else (high, "upper")
+    beyond = {">=": "at least", ">": "above", "<=": "at most", "<": "below"}[gate.op]
+    if _OPERATORS[gate.op](bound, gate.threshold):
         return result(True, f"{measured}; {claim}, and so does the paired interval", **paired)
     why = f"the paired interval's {side} bound {bound:+.4f} is not {beyond} {gate.threshold:+g}"
     return result(False, f"{measured}; {claim}, but {why}: does not hold", **paired)

@@ -67,6 +67,20 @@ PLUS = "aime25[step-200].average_at_n >= aime25[base].average_at_n + 0.02"
             "step-200 0.5000, base 0.5000: delta +0.0000, 95% interval [+0.0000, +0.0000] over 20 "
             "paired problems; delta >= +0.02 does not hold",
         ),
+        (  # "no worse": identical models hold it (interval [0, 0] is at least 0) ...
+            "identical",
+            "aime25[step-200].average_at_n >= aime25[base].average_at_n",
+            True,
+            "step-200 0.5000, base 0.5000: delta +0.0000, 95% interval [+0.0000, +0.0000] over 20 "
+            "paired problems; delta >= +0 holds, and so does the paired interval",
+        ),
+        (  # ... and not "better"
+            "identical",
+            "aime25[step-200].average_at_n > aime25[base].average_at_n",
+            False,
+            "step-200 0.5000, base 0.5000: delta +0.0000, 95% interval [+0.0000, +0.0000] over 20 "
+            "paired problems; delta > +0 does not hold",
+        ),
         (
             "dominant",
             PLUS,
@@ -94,7 +108,7 @@ PLUS = "aime25[step-200].average_at_n >= aime25[base].average_at_n + 0.02"
             False,
             "step-200 0.5250, base 0.5000: delta +0.0250, 95% interval [-0.2750, +0.3250] over 40 "
             "paired problems; delta >= +0.02 holds, but the paired interval's lower bound -0.2750 is "
-            "not above +0.02: does not hold",
+            "not at least +0.02: does not hold",
         ),
         (
             "noise",

@@ -34,7 +34,7 @@ def test_the_runs_scored_what_the_models_answered(sweep_data: tuple[dict, dict])
             False,
             "step-100 0.3333, base 0.2500: delta +0.0833, 95% interval [+0.0000, +0.2500] over 12 "
             "paired problems; delta >= +0.02 holds, but the paired interval's lower bound +0.0000 is "
-            "not above +0.02: does not hold",
+            "not at least +0.02: does not hold",
         ),
         ("aime25[step-200].average_at_n >= 0.9", True, "0.9167 >= 0.9 holds"),
         (
