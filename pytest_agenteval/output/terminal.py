@@ -87,7 +87,8 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
             f"retries, {requests.get('cached_generations', 0)} cached",
         )
     )
-    rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s"))
+    shared = " (the whole sweep's: its models run together)" if summary.get("model_label") else ""
+    rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s{shared}"))
     width = max(len(label) for label, _ in rows)
     lines = [f"{summary.get('suite')}"]
     flag = incomplete_line(summary)

@@ -61,6 +61,10 @@ def test_a_gate_naming_two_models_decides_the_exit_status(
     assert result.outlines[-2].startswith("report: ") or any(
         x == f"report: {out.relative_to(aime_suite.path) / 'aime25-report.html'}" for x in result.outlines
     )
+    walls = [line for line in result.outlines if line.strip().startswith("wall time")]
+    assert len(walls) == 3 and all(
+        line.endswith(" s (the whole sweep's: its models run together)") for line in walls
+    )
     html = (out / "aime25-report.html").read_text(encoding="utf-8")
     assert "base (reference)" in html and "significant gain" in html
 
