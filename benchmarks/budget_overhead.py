@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.models import OpenAISampler, SamplingParams  # noqa: E402
-from pytest_agenteval.models._prices import Price  # noqa: E402
-from pytest_agenteval.models.budget import BudgetLedger, Limits, RunBudget  # noqa: E402
+from pytest_agenteval.models.cost.budget import BudgetLedger, Limits, RunBudget  # noqa: E402
+from pytest_agenteval.models.cost.prices import Price  # noqa: E402
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig  # noqa: E402
 
 

@@ -6,7 +6,7 @@ too high, on the test server refusing requests past K at once with a 429 (Retry-
     python benchmarks/concurrency_auto.py                  # K = 8, 400 requests, 3 rounds
     python benchmarks/concurrency_auto.py --limit 16 --requests 800 --too-high 64
 
-The sampler (models/_openai.py, the plugin's own, with its retries) sends every request
+The sampler (models/backends/openai.py, the plugin's own, with its retries) sends every request
 at once and its slots hold them back; the server runs in its own process. Each round runs
 the three settings in turn and reports, per setting, the median over the rounds of: wall
 time against the ideal (rounds of K requests x latency), wall time against fixed C = K,
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.api.sampler import SamplingParams  # noqa: E402
-from pytest_agenteval.models._aimd import AUTO_START  # noqa: E402
-from pytest_agenteval.models._openai import OpenAISampler  # noqa: E402
+from pytest_agenteval.models.backends.openai import OpenAISampler  # noqa: E402
+from pytest_agenteval.models.http.aimd import AUTO_START  # noqa: E402
 from pytest_agenteval.testing import start_server_process, stop_server_process  # noqa: E402
 
 

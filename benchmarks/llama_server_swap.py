@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_agenteval.models._llama import embedded_model_path  # noqa: E402
+from pytest_agenteval.models.backends.llama import embedded_model_path  # noqa: E402
 from pytest_agenteval.models.serve.commands import llama_cpp_config_command  # noqa: E402
 from pytest_agenteval.models.serve.launcher import free_port, launch, new_key, stop  # noqa: E402
 from pytest_agenteval.models.serve.resolve import resolve_model_path  # noqa: E402

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_agenteval.api.records import sample_seed  # noqa: E402
 from pytest_agenteval.models import LlamaSampler, SamplingParams, embedded_model_path  # noqa: E402
-from pytest_agenteval.models._checkpoint import checkpoint_from_gguf  # noqa: E402
-from pytest_agenteval.models._transformers import TransformersSampler  # noqa: E402
+from pytest_agenteval.models.backends.checkpoint import checkpoint_from_gguf  # noqa: E402
+from pytest_agenteval.models.backends.transformers import TransformersSampler  # noqa: E402
 from pytest_agenteval.tasks.aime25 import text_only_messages  # noqa: E402
 
 PROBLEMS = [  # our own, AIME-style

@@ -4,7 +4,6 @@ Pipeline: datasets -> tasks (a suite's problems) -> solvers driving models -> sc
 -> stats -> output (results file, gates); plugin/ binds it to pytest. docs/design.md maps each package.
 """
 
-from pytest_agenteval import _moved
 from pytest_agenteval.api.records import GenerationRecord, Problem, ProblemRecord, Rollout, Score, sample_seed
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 
@@ -20,5 +19,3 @@ __all__ = [
     "sample_seed",
 ]
 __version__ = "0.1.0"
-
-_moved.install()  # the 0.1 module paths, for one release

@@ -189,7 +189,7 @@ def approx_token_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-# --batch gathers the requests a run will send before it sends any (models/_batch.py): while
+# --batch gathers the requests a run will send before it sends any (models/cost/batch.py): while
 # this holds a list, a caching sampler that misses appends (itself, the request's cache key,
 # its body) and raises RequestCollected instead of sending; `live_requests()` suspends it
 # for requests whose answers decide what comes next (a judge's structured-output probes).

@@ -40,7 +40,6 @@ OPTIONS: tuple[Option, ...] = (
             "replay:RESULTS.jsonl, or omitted for the embedded SmolLM2-135M-Instruct (repeatable, "
             "globs and LABEL=PATH allowed: more than one model is a sweep, docs/sweeps.md)",
             multiple=True,
-            old_name="model_path",
         ),
         Option(
             "base_model",

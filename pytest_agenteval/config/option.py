@@ -34,20 +34,11 @@ class Option:
     # gates), not what it produces. The shards of one evaluation may differ in it; their
     # `config_hash` (`pytest-agenteval merge`) leaves it out.
     local: bool = False
-    # the attribute's name in release 0.1 where it changed (its old ini key is agenteval_ + it)
-    old_name: str = ""
 
     @property
     def ini(self) -> str:
         """The ini key: the flag's own name (`--val-n` -> `val_n`)."""
         return self.flag.lstrip("-").replace("-", "_")
-
-    @property
-    def old_ini(self) -> str | None:
-        """The ini key of release 0.1 (`agenteval_` + the attribute), still read for one
-        release with a deprecation warning; None where it is the new key already."""
-        old = f"agenteval_{self.old_name or self.dest}"
-        return None if old == self.ini else old
 
     @property
     def annotation(self) -> Any:

@@ -1,7 +1,7 @@
 """The options as pytest sees them: `register` adds every flag and ini key of the table, and
 `build_settings` reads them into one frozen `Settings` on every process: the command line,
-else the ini key (the flag's own name), else release 0.1's ini key (with a deprecation
-warning), else the --agenteval-preset's value, else the table's default."""
+else the ini key (the flag's own name), else the --agenteval-preset's value, else the
+table's default."""
 
 from __future__ import annotations
 
@@ -65,8 +65,6 @@ def register(parser: pytest.Parser) -> None:
         group.addoption(option.flag, **kwargs)
         ini_type = "linelist" if option.multiple else "string"
         parser.addini(option.ini, type=ini_type, default=None, help=f"ini form of {option.flag}")
-        if option.old_ini:  # registered, or pytest would call it unknown
-            parser.addini(option.old_ini, type=ini_type, default=None, help=f"deprecated: use {option.ini}")
 
 
 def _ini_value(config: pytest.Config, key: str) -> Any:
@@ -74,49 +72,26 @@ def _ini_value(config: pytest.Config, key: str) -> Any:
     return None if value in (None, "", []) else value
 
 
-def _from_ini(config: pytest.Config, option: Option, warn: bool) -> tuple[Any, str] | None:
-    """The option's value in the ini file and where it came from, or None where it has none.
-    Release 0.1's key still counts where the new one is not set; either way it warns."""
-    new = _ini_value(config, option.ini)
-    old = _ini_value(config, option.old_ini) if option.old_ini else None
-    if old is not None and warn:
-        if new is None:
-            message = (
-                f"ini key {option.old_ini} is deprecated: rename it {option.ini} (the name of "
-                f"{option.flag}); {option.old_ini} stops working in the next release"
-            )
-        else:
-            message = (
-                f"ini keys {option.old_ini} and {option.ini} are both set: {option.ini} wins and "
-                f"{option.old_ini} (deprecated) is ignored; delete it"
-            )
-        try:
-            config.issue_config_time_warning(pytest.PytestDeprecationWarning(message), stacklevel=2)
-        except pytest.PytestDeprecationWarning:  # `filterwarnings = error`: one line, not a traceback
-            raise pytest.UsageError(message) from None
-    if new is not None:
-        return new, f"ini key {option.ini}"
-    if old is not None:
-        return old, f"ini key {option.old_ini}"
-    return None
+def _from_ini(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
+    """The option's value in the ini file and where it came from, or None where it has none."""
+    value = _ini_value(config, option.ini)
+    return None if value is None else (value, f"ini key {option.ini}")
 
 
-def _lookup(config: pytest.Config, option: Option, warn: bool) -> tuple[Any, str] | None:
+def _lookup(config: pytest.Config, option: Option) -> tuple[Any, str] | None:
     """The value the user gave and where (the command line first, then the ini file), or
     None where they gave none."""
-    ini = _from_ini(config, option, warn)  # first: a deprecated key warns even when overridden
     cli = config.getoption(_dest(option))
     if cli is not None:
         return cli, option.flag
-    return ini
+    return _from_ini(config, option)
 
 
 def build_settings(config: pytest.Config) -> Settings:
-    warn = not hasattr(config, "workerinput")  # the controller warns once for the whole run
     values: dict[str, Any] = {}
     explicit = set()
     for option in OPTIONS:
-        given = _lookup(config, option, warn)
+        given = _lookup(config, option)
         if given is None:
             values[option.dest] = option.default
         else:

@@ -34,13 +34,6 @@ pyproject.toml). The command line wins over the ini file.
   --max-assistant-tokens)`.
 """
 
-RENAMED = """\
-## Renamed ini keys
-
-Release 0.1 named the ini keys after internal names. Those keys still work in this release,
-each with a deprecation warning naming its new key; where both are set, the new key wins.
-"""
-
 
 def _cell(text: str) -> str:
     """Help text as one Markdown table cell: `|` would end the cell, `*` start emphasis and
@@ -83,15 +76,13 @@ def _row(option: Option) -> str:
 
 
 def render() -> str:
-    """The whole reference: one table per topic, then the renamed ini keys."""
+    """The whole reference: one table per topic."""
     parts = [INTRO]
     topics = list(dict.fromkeys(option.topic for option in OPTIONS))
     for title in topics:
         rows = [_row(option) for option in OPTIONS if option.topic == title]
         header = "| Flag | Ini key | Type | Default | Suites | Help |\n| --- | --- | --- | --- | --- | --- |"
         parts.append(f"## {title}\n\n{header}\n" + "\n".join(rows) + "\n")
-    renamed = [f"| `{o.old_ini}` | `{o.ini}` |" for o in OPTIONS if o.old_ini]
-    parts.append(RENAMED + "\n| Old ini key | New ini key |\n| --- | --- |\n" + "\n".join(renamed) + "\n")
     return "\n".join(parts)
 
 

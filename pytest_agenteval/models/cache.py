@@ -24,8 +24,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import RequestCollected, collecting_requests, note_served, served_by
-from pytest_agenteval.models import Completion, Message, SamplingParams, ToolCall
+from pytest_agenteval.api.sampler import (
+    Completion,
+    Message,
+    RequestCollected,
+    SamplingParams,
+    ToolCall,
+    collecting_requests,
+    note_served,
+    served_by,
+)
 
 KEY_LENGTH = 64  # hex sha256
 # This run's token under --batch (plugin/batching.py; the same on every xdist worker): an

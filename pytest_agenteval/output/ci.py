@@ -45,7 +45,7 @@ def suite_properties(
     summaries: Sequence[Mapping[str, Any]], gates: Sequence[Any], comparisons: Sequence[Any]
 ):
     """Suite-level properties: headline metrics, completeness, every gate and comparison."""
-    from pytest_agenteval.report._analysis import suite_kind
+    from pytest_agenteval.report.analysis import suite_kind
 
     properties: list[tuple[str, str]] = []
     for summary in summaries:
@@ -184,9 +184,9 @@ def step_summary(
 ) -> str:
     """The job summary: each suite's headline table, then the gates and the comparison."""
     from pytest_agenteval.report import build
-    from pytest_agenteval.report._markdown import table_lines
-    from pytest_agenteval.report._runs import Run, SuiteRun
-    from pytest_agenteval.report._tables import headline_table
+    from pytest_agenteval.report.markdown import table_lines
+    from pytest_agenteval.report.runs import Run, SuiteRun
+    from pytest_agenteval.report.tables import headline_table
 
     lines = ["## pytest-agenteval", ""]
     by_model: dict[str, list[Mapping[str, Any]]] = {}  # a sweep: one table per (suite, model)

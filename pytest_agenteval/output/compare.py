@@ -82,8 +82,8 @@ def check_baseline(
 ) -> None:
     """At start-up, with the selected suites known (suite -> its N): a baseline without one
     of them, or with another N, is refused by the rule `pytest-agenteval report` refuses
-    mixed runs with (`report._runs.differing_aspect`)."""
-    from pytest_agenteval.report._runs import ReportError, differing_aspect, load_run, show_aspect
+    mixed runs with (`report.runs.differing_aspect`)."""
+    from pytest_agenteval.report.runs import ReportError, differing_aspect, load_run, show_aspect
 
     missing = sorted(name for name in samples if name not in baseline)
     if missing:

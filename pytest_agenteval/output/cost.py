@@ -1,7 +1,7 @@
 """What a run cost: each generation's `cost_usd` (or `device_seconds`), written into its
 results line as the controller receives it, and the summary's `cost` and `budget` blocks
 (per suite, per model, per judge). Pure functions of the records, the options and the
-model choice; the prices come from models/_prices.py (docs/cost.md)."""
+model choice; the prices come from models/cost/prices.py (docs/cost.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord, counted_usage
-from pytest_agenteval.models._prices import (
+from pytest_agenteval.models.cost.prices import (
     BATCH_PRICE_RULE,
     USD_DIGITS,
     Price,
@@ -141,7 +141,7 @@ def cost_summary(
     and by judge; device seconds for the models the run runs itself. `prices`: the ones
     listed (default: the run's, --prices over the defaults)."""
     prices = load_prices(settings.prices) if prices is None else prices
-    run_name = billed_as  # models/_prices.billed_name of the run's model; None: device time
+    run_name = billed_as  # models/cost/prices.billed_name of the run's model; None: device time
     by_model: dict[str, dict[str, Any]] = {}
     by_judge: dict[str, dict[str, Any]] = {}
     usd = cached_usd = batched_usd = 0.0

@@ -1,5 +1,5 @@
 """`--batch`: before the first item runs, the requests of every selected item go out as
-OpenAI Batch API batches and their replies fill the generation cache (models/_batch.py);
+OpenAI Batch API batches and their replies fill the generation cache (models/cost/batch.py);
 the items then run as usual and read everything from the cache. Checked at start-up:
 an --endpoint model, the cache on, no budget (a batch bypasses its ledger) and no multi-turn
 suite selected (one line each).
@@ -26,7 +26,8 @@ import pytest
 from pytest_agenteval.api.records import Problem, sample_seed
 from pytest_agenteval.api.sampler import collecting_requests, served_by
 from pytest_agenteval.api.suite import RolloutContext, Suite
-from pytest_agenteval.models._batch import (
+from pytest_agenteval.models.cache import batch_run, set_batch_run
+from pytest_agenteval.models.cost.batch import (
     BatchClient,
     BatchError,
     BatchFill,
@@ -34,8 +35,7 @@ from pytest_agenteval.models._batch import (
     BatchReport,
     BatchRequest,
 )
-from pytest_agenteval.models._keys import api_key_from_env
-from pytest_agenteval.models.cache import batch_run, set_batch_run
+from pytest_agenteval.models.keys import api_key_from_env
 from pytest_agenteval.plugin.items import declares_suite, problem_of, suite_of
 from pytest_agenteval.run.runtime import Runtime
 from pytest_agenteval.tasks.registry import SuiteImportError, builtin_kind, suite_of_file

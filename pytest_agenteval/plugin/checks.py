@@ -26,7 +26,7 @@ from pytest_agenteval.models import (
     probe_models,
     probe_token_routes,
 )
-from pytest_agenteval.models._keys import api_key_from_env
+from pytest_agenteval.models.keys import api_key_from_env
 from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.plugin.items import declares_suite, suite_files
@@ -130,7 +130,7 @@ def validate_settings(settings: Settings) -> None:
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     if settings.tokenizer:
-        from pytest_agenteval.models._template import tokenizer_from_file
+        from pytest_agenteval.models.tokens.template import tokenizer_from_file
 
         try:
             tokenizer_from_file(settings.tokenizer)
@@ -175,7 +175,7 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
                         f"--model-name {name!r} is not served by {url} "
                         f"(it serves: {', '.join(served)}); fix --model-name or the endpoint"
                     )
-            # what each server says about its weights: the cache key's (models/_identity.py)
+            # what each server says about its weights: the cache key's (models/identity.py)
             reported = tuple(model_entry(entries[url], name) for url in choice.endpoints)
             choice = ModelChoice("openai", endpoints=choice.endpoints, model_name=name, reported=reported)
             if settings.continuation == "tokens":
@@ -190,8 +190,8 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
             check_transformers(choice, settings)
         elif choice.kind in SDK_SCHEMES:  # trio:// and tinker://: key, base model, checkpoint
             refuse_presence_penalty(settings, f"{choice.kind}://")
-            from pytest_agenteval.models._sdk import open_session
-            from pytest_agenteval.models._sdk_backends import adapter_for
+            from pytest_agenteval.models.backends.sdk import open_session
+            from pytest_agenteval.models.backends.sdk_adapters import adapter_for
 
             open_session(adapter_for(choice.kind), settings, sdk_home)
         else:
@@ -271,7 +271,7 @@ def check_selection(
 def check_transformers(choice: ModelChoice, settings: Settings) -> None:
     """The in-process transformers backend: imports, chat template and the adapter probe,
     at start-up (one line on any problem)."""
-    from pytest_agenteval.models._checkpoint import check_checkpoint
+    from pytest_agenteval.models.backends.checkpoint import check_checkpoint
 
     assert choice.path is not None
     refuse_presence_penalty(settings, "the in-process transformers backend")
@@ -333,7 +333,7 @@ def check_suite_options(settings: Settings) -> None:
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     if settings.bfcl_export_model:
-        from pytest_agenteval.tasks.bfcl._export import check_export_model
+        from pytest_agenteval.tasks.bfcl.export import check_export_model
 
         try:
             check_export_model(settings.bfcl_export_model, settings.bfcl_style)

@@ -16,7 +16,7 @@ import pytest
 from pytest_agenteval.api.records import RECORD_KEY, ProblemRecord, problem_from_dict, without_texts
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, describe_model
-from pytest_agenteval.models._prices import billed_name
+from pytest_agenteval.models.cost.prices import billed_name
 from pytest_agenteval.output import terminal as report
 from pytest_agenteval.output.compare import Comparison, compare, load_baseline
 from pytest_agenteval.output.concurrency import concurrency_lines, concurrency_summary
@@ -82,7 +82,7 @@ class ResultsCollector:
         self.write_failed = False  # the results file is not where it was asked for
         self.cache_notes: list[str] = []  # storage problems of every process's cache
         self.suite_error: str | None = None  # a suite module the controller could not import
-        self.budget: Any = None  # the run's models.budget.BudgetLedger, set by plugin/cost.py
+        self.budget: Any = None  # the run's models.cost.budget.BudgetLedger, set by plugin/cost.py
 
     # -- what should run ---------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -192,7 +192,7 @@ class ResultsCollector:
             self._mark_for_last_failed(missing)
             self._decide_exit(session)  # once, over every model's summaries and gates
             return
-        self.summaries = self._summaries(by_suite, missing, interrupted)
+        self.summaries = self.suite_summaries(by_suite, missing, interrupted)
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
         if self.baseline is not None:
             self.comparisons = [
@@ -255,7 +255,7 @@ class ResultsCollector:
             if n not in self.records and n not in self.skipped and n.split("::")[0] in files
         ]
 
-    def _summaries(
+    def suite_summaries(
         self,
         by_suite: Mapping[str, list[ProblemRecord]],
         missing: list[str],
@@ -312,13 +312,17 @@ class ResultsCollector:
             for name, records in sorted(by_suite.items())
         ]
 
+    def nodeid_of(self, record: ProblemRecord) -> str:
+        """The item a record (of `_by_suite`'s) came from: the key of its whole line on disk."""
+        return self._keys[id(record)]
+
     def _whole(self, records: Sequence[ProblemRecord]) -> StoredRecords:
         """The same records with their texts, read back from disk one at a time."""
 
         def decode(data: Mapping[str, Any]) -> ProblemRecord:
             return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
 
-        return StoredRecords(self.results_file, [self._keys[id(r)] for r in records], decode)
+        return StoredRecords(self.results_file, [self.nodeid_of(r) for r in records], decode)
 
     def _write(self, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
         path = (

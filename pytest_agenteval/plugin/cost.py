@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.records import counted_usage, problem_from_dict
-from pytest_agenteval.models._prices import PriceError, billed_name, format_usd, load_prices
-from pytest_agenteval.models.budget import BudgetLedger, Limits, RunBudget
+from pytest_agenteval.models.cost.budget import BudgetLedger, Limits, RunBudget
+from pytest_agenteval.models.cost.prices import PriceError, billed_name, format_usd, load_prices
 from pytest_agenteval.plugin.items import suite_of
 
 LEDGER_KEY = "agenteval_budget_ledger"  # workerinput: the ledger file's path

@@ -22,7 +22,7 @@ from pytest_agenteval.models import (
     choose_model,
     identity_warning,
 )
-from pytest_agenteval.models.serve.choice import WORKERINPUT_KEY, served_choice
+from pytest_agenteval.models.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
 from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, shards, sweep
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
@@ -140,7 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     sandbox_workers = settings.sandbox_workers or min(8, os.cpu_count() or 1)
     if choice.kind in SDK_SCHEMES:
-        from pytest_agenteval.models._sdk import close_sessions
+        from pytest_agenteval.models.backends.sdk import close_sessions
 
         config.add_cleanup(close_sessions)  # sessions end with pytest, Ctrl-C included
     config.stash[RUNTIME] = Runtime(
@@ -245,7 +245,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def _weights_warning(config: pytest.Config) -> str | None:
-    """--endpoint with the cache on and nothing that names the weights (models/_identity.py)."""
+    """--endpoint with the cache on and nothing that names the weights (models/identity.py)."""
     runtime = config.stash.get(RUNTIME, None)
     if runtime is None or config.option.collectonly:
         return None
@@ -263,7 +263,7 @@ def _weights_warning(config: pytest.Config) -> str | None:
 
 def pytest_keyboard_interrupt(excinfo: Any) -> None:
     """trio:// and tinker:// sessions closed after a Ctrl-C are recorded as cancelled."""
-    from pytest_agenteval.models._sdk import mark_interrupted
+    from pytest_agenteval.models.backends.sdk import mark_interrupted
 
     mark_interrupted()
 

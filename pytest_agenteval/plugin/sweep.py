@@ -14,7 +14,7 @@ import pytest
 from pytest_agenteval.api.records import Problem
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, choose_model
-from pytest_agenteval.models._schemes import SCHEMES as SDK_SCHEMES
+from pytest_agenteval.models.schemes import SCHEMES as SDK_SCHEMES
 from pytest_agenteval.models.sweep import SweepModel, absolute, expand_model_paths, is_glob, marker_name
 
 MODELS = pytest.StashKey[list[SweepModel]]()  # the sweep's models, in order ([] : not a sweep)
@@ -166,7 +166,7 @@ def worker_choices(
     settings: Settings, models: Sequence[SweepModel], workerinput: Any
 ) -> dict[str, ModelChoice]:
     """A worker's choices: a launched server's as the controller started it, else its own."""
-    from pytest_agenteval.models.serve.choice import served_choice
+    from pytest_agenteval.models.choice import served_choice
 
     choices = lazy_choices(settings, models)
     for label, served in (workerinput.get(WORKERINPUT_SERVED) or {}).items():

@@ -89,7 +89,7 @@ class SweepResults:
             settings = model_settings(c.settings, SweepModel(label, sources.get(label, "")))
             own_missing = [n for n in missing if model_of(n, [label])]
             whole = functools.partial(self._whole, label)
-            summaries = c._summaries(records, own_missing, interrupted, choice, settings, whole)
+            summaries = c.suite_summaries(records, own_missing, interrupted, choice, settings, whole)
             for summary in summaries:
                 summary["model_label"] = label
                 key = (summary["suite"], label)
@@ -172,8 +172,8 @@ class SweepResults:
         def decode(data: Mapping[str, Any]) -> ProblemRecord:
             return problem_from_dict(data, suite_by_name(data["suite"]).score_fields)
 
-        keys = self.collector._keys
-        return StoredRecords(self.files[label], [keys[id(r)] for r in records], decode)
+        nodeids = [self.collector.nodeid_of(r) for r in records]
+        return StoredRecords(self.files[label], nodeids, decode)
 
     def _write(self, label: str, by_suite: Mapping[str, list[ProblemRecord]]) -> None:
         c = self.collector

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_agenteval.models import ModelChoice
-from pytest_agenteval.models.serve.choice import served_choice
+from pytest_agenteval.models.choice import served_choice
 from pytest_agenteval.models.serve.handoff import PENDING_KEY, is_ready
 from pytest_agenteval.output.results import RESULTS_DIR
 

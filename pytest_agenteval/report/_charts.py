@@ -12,7 +12,7 @@ from typing import Any
 
 import matplotlib  # imported here so a missing install is one clear line in the command
 
-from pytest_agenteval.report._analysis import Row, SuiteReport
+from pytest_agenteval.report.analysis import Row, SuiteReport
 
 AVERAGE, PASS, FORMAT = "#D94A4A", "#3388B8", "#F28E2B"  # the lab's colours
 PALETTE = ("#3388B8", "#D94A4A", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#9C755F", "#EDC948")

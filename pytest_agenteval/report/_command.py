@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_agenteval.report._analysis import build
-from pytest_agenteval.report._runs import ReportError, Run, check_comparable, load_run
+from pytest_agenteval.report.analysis import build
+from pytest_agenteval.report.runs import ReportError, Run, check_comparable, load_run
 
 USAGE_ERROR = 2
 
@@ -68,9 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pytest-agenteval report: {exc}", file=sys.stderr)
         return USAGE_ERROR
     reports = build(runs, 0, args.tolerance)
-    from pytest_agenteval.report import _markdown
+    from pytest_agenteval.report import markdown as markdown_report
 
-    markdown = _markdown.render(runs, reports, mixed)
+    markdown = markdown_report.render(runs, reports, mixed)
     if args.markdown:
         _write(args.markdown, markdown)
     if args.html or args.png:

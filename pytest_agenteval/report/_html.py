@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_agenteval.report._analysis import Change, SuiteReport
 from pytest_agenteval.report._charts import Chart
-from pytest_agenteval.report._runs import Run
-from pytest_agenteval.report._tables import Table, suite_tables
+from pytest_agenteval.report.analysis import Change, SuiteReport
+from pytest_agenteval.report.runs import Run
+from pytest_agenteval.report.tables import Table, suite_tables
 
 MAX_TEXT = 4000  # characters of one generation shown; the results file has them all
 CSS = """

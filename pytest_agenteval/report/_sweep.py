@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_agenteval.report import _markdown
-from pytest_agenteval.report._analysis import build
-from pytest_agenteval.report._runs import ReportError, Run, check_comparable, load_run
+from pytest_agenteval.report import markdown as markdown_report
+from pytest_agenteval.report.analysis import build
+from pytest_agenteval.report.runs import ReportError, Run, check_comparable, load_run
 
 NO_MATPLOTLIB = (
     "matplotlib is not installed, so this is the Markdown report, without charts; "
@@ -48,7 +48,7 @@ def write_sweep_report(
         from pytest_agenteval.report._charts import suite_charts
     except ImportError:
         markdown = out_html.with_suffix(".md")
-        _write(markdown, _markdown.render(runs, reports, notes=[f"**{NO_MATPLOTLIB}.**", *notes]))
+        _write(markdown, markdown_report.render(runs, reports, notes=[f"**{NO_MATPLOTLIB}.**", *notes]))
         return markdown
     charts = {report.name: suite_charts(report, dpi) for report in reports}
     _write(out_html, _html.render(runs, reports, charts, notes=notes))

@@ -26,8 +26,8 @@ from typing import Any
 from aiohttp import web
 
 from pytest_agenteval.report._review_page import PAGE
-from pytest_agenteval.tasks.datagen._data import DatagenDataError, load_generated
-from pytest_agenteval.tasks.datagen._human import (
+from pytest_agenteval.tasks.datagen.data import DatagenDataError, load_generated
+from pytest_agenteval.tasks.datagen.human import (
     Conflict,
     InvalidVerification,
     apply_verification,

@@ -73,7 +73,9 @@ class Runtime:
         self._shared: dict[tuple[str, str, int], list[Any]] = {}  # group -> [task, readers left]
         self.progress = Counters()  # for the live progress line
         self.finalizers: list[Any] = []  # async closers of what suites started here (judges)
-        self.budget: Any = None  # models.budget.RunBudget: --max-cost, --max-total-tokens (plugin/cost.py)
+        self.budget: Any = (
+            None  # models.cost.budget.RunBudget: --max-cost, --max-total-tokens (plugin/cost.py)
+        )
 
     # -- problems ----------------------------------------------------------------------
     def problems(self, suite: Suite) -> list[Problem]:
@@ -107,7 +109,7 @@ class Runtime:
         sampler = make_sampler(choice, self.settings, self.concurrency, home)
         # the budget under the cache: a cache hit never reaches it and is never charged
         if self.budget is not None and not isinstance(sampler, ReplaySource):
-            from pytest_agenteval.models._prices import billed_name
+            from pytest_agenteval.models.cost.prices import billed_name
 
             sampler = self.budget.wrap(sampler, billed_name(choice))
         if self.cache_dir is not None and not isinstance(sampler, ReplaySource):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 ITERATIONS = 2000
 # A suite's headline metric, the one a paired comparison is about; others: average_at_n.
-# Here because the two readers (output/compare.py, report/_analysis.py) share no other layer.
+# Here because the two readers (output/compare.py, report/analysis.py) share no other layer.
 HEADLINE = {"bfcl": "accuracy", "gaia": "accuracy"}
 # Fewer shared problems than this and a paired comparison decides nothing: the bootstrap of
 # a handful of problems has too few distinct resamples to be a 95% interval (2 problems that

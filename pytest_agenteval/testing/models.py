@@ -27,7 +27,7 @@ DEFAULT_LORA_TARGETS = ("attn_q", "attn_v")
 def _base_gguf(base: Path | None) -> Path:
     if base is not None:
         return Path(base)
-    from pytest_agenteval.models._llama import embedded_model_path
+    from pytest_agenteval.models.backends.llama import embedded_model_path
 
     return embedded_model_path()
 
@@ -127,7 +127,7 @@ def make_perturbed_gguf(
 
 def gguf_type(path: Path) -> str:
     """`general.type` of a gguf ("model", "adapter", ...; "model" when absent)."""
-    from pytest_agenteval.models._gguf_header import gguf_general_type
+    from pytest_agenteval.models.gguf import gguf_general_type
 
     return gguf_general_type(path)
 
@@ -135,7 +135,7 @@ def gguf_type(path: Path) -> str:
 def make_hf_checkpoint(out: Path, *, base: Path | None = None) -> Path:
     """The gguf `base` (default: the embedded model) dequantized to fp32 and saved with
     transformers' save_pretrained in the folder `out` (needs torch and transformers)."""
-    from pytest_agenteval.models._checkpoint import checkpoint_from_gguf
+    from pytest_agenteval.models.backends.checkpoint import checkpoint_from_gguf
 
     checkpoint_from_gguf(_base_gguf(base), out)
     return out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models._template import TemplateError, next_prompt_tokens, tokenizer_from_file
+from pytest_agenteval.models.tokens.template import TemplateError, next_prompt_tokens, tokenizer_from_file
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 from tests.conftest import read_results
 
@@ -135,7 +135,7 @@ QWEN_LIKE = (
 def test_a_tools_template_renders_as_transformers_does() -> None:
     # transformers' own tojson: keys in the schema's order, nothing HTML-escaped; loop
     # controls on; thinking off
-    from pytest_agenteval.models._template import render_chat_template
+    from pytest_agenteval.models.tokens.template import render_chat_template
     from pytest_agenteval.tasks.aime25 import CODE_TOOL, SYSTEM_PROMPT
     from pytest_agenteval.tasks.aime25._protocol import initial_messages
 

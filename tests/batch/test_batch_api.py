@@ -1,4 +1,4 @@
-"""The test server's Batch API and the client that fills the cache from it (models/_batch.py),
+"""The test server's Batch API and the client that fills the cache from it (models/cost/batch.py),
 over real sockets: a batch's life, replies equal to live ones, expiry, failures by status,
 the per-file limit, splitting at the request limit, auth, and the ledger."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.models._batch import (
+from pytest_agenteval.models.cost.batch import (
     BatchClient,
     BatchError,
     BatchFill,

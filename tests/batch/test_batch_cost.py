@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.models._prices import BATCH_PRICE_RULE
+from pytest_agenteval.models.cost.prices import BATCH_PRICE_RULE
 from pytest_agenteval.testing import BatchConfig
 from tests.batch.conftest import ANSWERS, DEFAULT_ANSWER
 from tests.conftest import TINY_PROBLEMS, read_results

@@ -77,7 +77,7 @@ def test_the_embedded_model_over_its_context_gives_inference_errors_an_export_an
 ) -> None:
     pytest.importorskip("llama_cpp", reason="the embedded model needs llama-cpp-python")
     from pytest_agenteval.models import SamplerError
-    from pytest_agenteval.models._llama import embedded_model_path
+    from pytest_agenteval.models.backends.llama import embedded_model_path
 
     try:
         embedded_model_path()

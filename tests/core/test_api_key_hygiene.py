@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_agenteval.api.sampler import SamplingParams
-from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
-from pytest_agenteval.models._openai import OpenAISampler
-from pytest_agenteval.models._schemes import StartupError
-from pytest_agenteval.models._tinker import TinkerAdapter
-from pytest_agenteval.models._trio import TrioAdapter
+from pytest_agenteval.models.backends.openai import OpenAISampler
+from pytest_agenteval.models.backends.tinker import TinkerAdapter
+from pytest_agenteval.models.backends.trio import TrioAdapter
+from pytest_agenteval.models.keys import ApiKeyError, api_key_from_env
+from pytest_agenteval.models.schemes import StartupError
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

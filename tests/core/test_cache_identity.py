@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.models._identity import identifies_weights, model_entry, reported_fingerprint
+from pytest_agenteval.models.identity import identifies_weights, model_entry, reported_fingerprint
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

@@ -1,4 +1,4 @@
-"""`--concurrency auto`: each endpoint's limit found by AIMD (models/_aimd.py) and kept
+"""`--concurrency auto`: each endpoint's limit found by AIMD (models/http/aimd.py) and kept
 in EndpointSlots: it starts low, grows by one after a window of successes as large as the
 limit, halves on a 429 or an overload reply (once per overload), stays within 1 and
 --concurrency-max, and a lower limit cancels nothing in flight. Against the test server's
@@ -18,9 +18,9 @@ import pytest
 
 from pytest_agenteval.api.sampler import SamplingParams
 from pytest_agenteval.config.table import OPTIONS
-from pytest_agenteval.models._aimd import AimdLimit, auto_start, says_overloaded
-from pytest_agenteval.models._openai import OpenAISampler
-from pytest_agenteval.models._slots import EndpointSlots
+from pytest_agenteval.models.backends.openai import OpenAISampler
+from pytest_agenteval.models.http.aimd import AimdLimit, auto_start, says_overloaded
+from pytest_agenteval.models.http.slots import EndpointSlots
 from pytest_agenteval.output.concurrency import concurrency_lines, concurrency_summary
 from pytest_agenteval.testing import OpenAITestServer
 from tests.conftest import read_results

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.sampler import SamplingParams
-from pytest_agenteval.models._health import EndpointHealth
-from pytest_agenteval.models._openai import OpenAISampler
-from pytest_agenteval.models._slots import EndpointSlots
+from pytest_agenteval.models.backends.openai import OpenAISampler
+from pytest_agenteval.models.http.health import EndpointHealth
+from pytest_agenteval.models.http.slots import EndpointSlots
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

@@ -1,5 +1,5 @@
 """A context overflow is one typed error, ContextOverflowError, from every backend: each
-server's own refusal is read in one place (models/_overflow.py), the in-process backends
+server's own refusal is read in one place (models/http/overflow.py), the in-process backends
 raise it themselves, and nothing downstream matches words."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from pytest_agenteval.models import ContextOverflowError, OpenAISampler, SamplerError, SamplingParams
-from pytest_agenteval.models._overflow import context_overflow
+from pytest_agenteval.models.http.overflow import context_overflow
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from pytest_agenteval.testing._overflow import CONTEXT_STYLES
 
@@ -190,7 +190,7 @@ def test_vllm_refuses_a_prompt_that_fits_when_max_tokens_does_not() -> None:
 
 def test_the_in_process_llama_sampler_raises_the_type() -> None:
     pytest.importorskip("llama_cpp", reason="the in-process backend needs llama-cpp-python")
-    from pytest_agenteval.models._llama import LlamaSampler, embedded_model_path
+    from pytest_agenteval.models.backends.llama import LlamaSampler, embedded_model_path
 
     try:
         path = embedded_model_path()

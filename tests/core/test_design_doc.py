@@ -77,7 +77,7 @@ def test_no_module_is_over_500_lines() -> None:
             "The statistics (stats) import nothing else of ours",
         ),
         (
-            "models/_retry.py",
+            "models/http/retry.py",
             "import pytest_agenteval.plugin.hooks",
             "Nothing below the pytest glue imports it",
         ),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_agenteval.models._health import TRIP_FAILURES, EndpointHealth
+from pytest_agenteval.models.http.health import TRIP_FAILURES, EndpointHealth
 
 
 class Clock:

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models import FatalRequestError, OpenAISampler, SamplingParams, _http
-from pytest_agenteval.models._http import HttpClient, HttpError, IdleTimeout
-from pytest_agenteval.models._openai_replies import Retryable
+from pytest_agenteval.models import FatalRequestError, OpenAISampler, SamplingParams
+from pytest_agenteval.models.http import client as http_client
+from pytest_agenteval.models.http.client import HttpClient, HttpError, IdleTimeout
+from pytest_agenteval.models.http.replies import Retryable
 
 Reply = Callable[[asyncio.StreamReader, asyncio.StreamWriter, dict], Awaitable[bool]]
 
@@ -264,7 +265,7 @@ async def test_drain_gives_up_on_a_body_that_does_not_end_and_the_connection_is_
 
 @pytest.mark.asyncio
 async def test_a_line_over_the_limit_is_a_value_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_http, "MAX_LINE", 1000)
+    monkeypatch.setattr(http_client, "MAX_LINE", 1000)
     async with Scripted(raw(b"HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n" + b"x" * 3000)) as server:
         client = HttpClient()
         with pytest.raises(ValueError, match="over 1000 bytes"):
@@ -286,7 +287,7 @@ async def test_a_line_over_the_limit_is_a_value_error(monkeypatch: pytest.Monkey
 async def test_a_body_over_the_cap_is_an_http_error_naming_it(
     head: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_http, "MAX_BODY", 1000)
+    monkeypatch.setattr(http_client, "MAX_BODY", 1000)
     body = b"x" * 3000 if b"Content-Length" in head else b"bb8\r\n" + b"x" * 3000 + b"\r\n0\r\n\r\n"
     async with Scripted(raw(head + body)) as server:
         client = HttpClient()
@@ -579,7 +580,7 @@ async def test_an_unread_body_keeps_its_connection_only_when_it_has_arrived_whol
 
 @pytest.mark.asyncio
 async def test_a_body_larger_than_the_read_ahead_limit_arrives_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_http, "READ_BUFSIZE", 64 * 1024)
+    monkeypatch.setattr(http_client, "READ_BUFSIZE", 64 * 1024)
     payload = bytes(range(256)) * 20_000  # 5 MB
     async with Scripted(
         raw(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
@@ -603,7 +604,7 @@ async def test_a_pooled_connection_idle_past_the_keepalive_is_not_reused(
     """A NAT or firewall may forget an idle flow without a FIN, and uvicorn closes one idle
     5 s: past KEEPALIVE_S idle the next request takes a new socket. Here the server answers
     once per connection and then ignores it, as such a black hole does."""
-    monkeypatch.setattr(_http, "KEEPALIVE_S", 0.3)
+    monkeypatch.setattr(http_client, "KEEPALIVE_S", 0.3)
 
     async def once_then_black_hole(reader, writer, request) -> bool:
         writer.write(OK)
@@ -622,7 +623,7 @@ async def test_a_pooled_connection_idle_past_the_keepalive_is_not_reused(
 
 
 def test_the_keepalive_is_shorter_than_uvicorns() -> None:
-    assert _http.KEEPALIVE_S < 5.0  # uvicorn's timeout_keep_alive: vLLM, SGLang, llama-cpp-python
+    assert http_client.KEEPALIVE_S < 5.0  # uvicorn's timeout_keep_alive: vLLM, SGLang, llama-cpp-python
 
 
 def test_connections_are_not_carried_into_another_event_loop() -> None:

@@ -1,6 +1,6 @@
 """The option table is the one declaration of every option: the ini keys pytest registers,
-`Settings` and docs/options.md all follow from it, and release 0.1's ini keys still work for
-one release, with a warning naming the new key."""
+`Settings` and docs/options.md all follow from it; each option has one ini key, the flag's
+own name."""
 
 from __future__ import annotations
 
@@ -39,13 +39,6 @@ OTHER_PLUGINS_INI = {
 }
 
 
-def _deprecated(old: str, new: str, flag: str) -> str:
-    return (
-        f"ini key {old} is deprecated: rename it {new} (the name of {flag}); "
-        f"{old} stops working in the next release"
-    )
-
-
 def _settings(pytester: pytest.Pytester, ini: str, *args: str) -> tuple[Settings, list[str]]:
     """Settings read from a real pytest config (ini file and command line), and the warnings
     pytest recorded while they were read, as `Category: message`."""
@@ -76,7 +69,7 @@ def test_every_ini_key_is_its_flags_name(pytester: pytest.Pytester) -> None:
 def test_no_ini_key_collides_with_pytest_or_a_common_plugin(pytester: pytest.Pytester) -> None:
     config = pytester.parseconfig("-p", "no:agenteval")  # pytest and every other installed plugin
     assert config.pluginmanager.is_blocked("agenteval")
-    ours = [option.ini for option in OPTIONS] + [option.old_ini for option in OPTIONS if option.old_ini]
+    ours = [option.ini for option in OPTIONS]
     taken = []
     for key in ours:
         try:
@@ -86,19 +79,15 @@ def test_no_ini_key_collides_with_pytest_or_a_common_plugin(pytester: pytest.Pyt
             pass
     assert taken == []
     assert {plugin: keys & set(ours) for plugin, keys in OTHER_PLUGINS_INI.items() if keys & set(ours)} == {}
-    assert len(set(ours)) == len(ours)  # no new key is another option's old one
+    assert len(set(ours)) == len(ours)
 
 
-def test_old_ini_key_still_works_and_warns_naming_the_new_key(pytester: pytest.Pytester) -> None:
-    settings, warnings = _settings(
-        pytester, "agenteval_val_n = 3\nagenteval_gates =\n    aime25.average_at_n >= 0.5\n"
-    )
-    assert (settings.val_n, settings.gates) == (3, ("aime25.average_at_n >= 0.5",))
-    assert settings.explicit == frozenset({"val_n", "gates"})
-    assert warnings == [
-        "PytestDeprecationWarning: " + _deprecated("agenteval_val_n", "val_n", "--val-n"),
-        "PytestDeprecationWarning: " + _deprecated("agenteval_gates", "agenteval_gate", "--agenteval-gate"),
-    ]
+def test_an_agenteval_prefixed_key_is_no_ini_key_of_ours(pytester: pytest.Pytester) -> None:
+    """No release ever had `agenteval_val_n`: pytest calls it unknown and it sets nothing."""
+    pytester.makeini("[pytest]\nagenteval_val_n = 3\nasyncio_default_fixture_loop_scope = function\n")
+    config = pytester.parseconfig()
+    assert build_settings(config).val_n == next(o.default for o in OPTIONS if o.flag == "--val-n")
+    assert "agenteval_val_n" in config._get_unknown_ini_keys()
 
 
 def test_new_ini_key_works_silently(pytester: pytest.Pytester) -> None:
@@ -125,60 +114,10 @@ def test_command_line_overrides_the_ini(pytester: pytest.Pytester) -> None:
     assert warnings == []
 
 
-def test_new_key_wins_over_the_old_one_which_warns_it_is_ignored(pytester: pytest.Pytester) -> None:
-    settings, warnings = _settings(pytester, "val_n = 3\nagenteval_val_n = 7\n")
-    assert settings.val_n == 3
-    assert warnings == [
-        "PytestDeprecationWarning: ini keys agenteval_val_n and val_n are both set: val_n wins and "
-        "agenteval_val_n (deprecated) is ignored; delete it"
-    ]
-
-
-def test_old_key_warns_even_where_the_command_line_overrides_it(pytester: pytest.Pytester) -> None:
-    settings, warnings = _settings(pytester, "agenteval_val_n = 3\n", "--val-n=5")
-    assert settings.val_n == 5
-    assert warnings == ["PytestDeprecationWarning: " + _deprecated("agenteval_val_n", "val_n", "--val-n")]
-
-
-def test_an_xdist_worker_does_not_repeat_the_warning(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nagenteval_val_n = 3\n")
-    config = pytester.parseconfig()
-    config.workerinput = {"workerid": "gw0"}  # type: ignore[attr-defined]
-    recorded: list[object] = []
-
-    class Recorder:
-        def pytest_warning_recorded(self, warning_message: Warning) -> None:
-            recorded.append(warning_message)
-
-    config.pluginmanager.register(Recorder())
-    assert build_settings(config).val_n == 3
-    assert recorded == []
-
-
 def test_a_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
     with pytest.raises(pytest.UsageError) as error:
         _settings(pytester, "val_n = many\n")
     assert str(error.value) == "ini key val_n: 'many' is not a valid int"
-
-
-def test_old_ini_key_warns_in_a_real_run(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nagenteval_limit = 1\nasyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
-    result.stdout.fnmatch_lines(
-        ["*PytestDeprecationWarning: " + _deprecated("agenteval_limit", "limit", "--limit")]
-    )
-    assert result.stdout.str().count("is deprecated: rename it") == 1
-
-
-def test_an_old_ini_key_under_filterwarnings_error_is_one_usage_line(pytester: pytest.Pytester) -> None:
-    ini = "[pytest]\nagenteval_limit = 1\nfilterwarnings = error\n"
-    pytester.makeini(ini + "asyncio_default_fixture_loop_scope = function\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert [line for line in result.stderr.lines if line] == [
-        "ERROR: " + _deprecated("agenteval_limit", "limit", "--limit")
-    ]
-    assert "Traceback" not in result.stderr.str() and "INTERNALERROR" not in result.stdout.str()
 
 
 def test_settings_has_one_attribute_per_option_with_its_default() -> None:
@@ -241,7 +180,7 @@ def test_the_reference_lists_every_option_under_its_topic() -> None:
         "| generations per problem (N); BFCL and GAIA: 1 unless given |"
     ) in text
     assert "| `--seed` | `seed` | int | `42` | all |" in text
-    assert "| `agenteval_gates` | `agenteval_gate` |" in text
+    assert "agenteval_gates" not in text  # one ini key per option, no renamed twins
     assert text.index("## Sampling") < text.index("`--val-n`") < text.index("## Problem selection")
 
 

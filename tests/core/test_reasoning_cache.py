@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 
 from pytest_agenteval.models import OpenAISampler, RetryPolicy, SamplingParams
-from pytest_agenteval.models._reasoning import ThinkSplit
 from pytest_agenteval.models.cache import CachingSampler, GenerationCache
+from pytest_agenteval.models.reasoning import ThinkSplit
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig, think_reply
 
 MESSAGES = [{"role": "user", "content": "What is 2+2?"}]
@@ -81,7 +81,7 @@ def test_the_key_changes_only_with_the_split() -> None:
 
 
 def test_a_batchs_raw_answer_is_stored_split(tmp_path: Path) -> None:
-    from pytest_agenteval.models._openai_replies import parse_completions
+    from pytest_agenteval.models.http.replies import parse_completions
 
     body = {  # a server without a reasoning parser: the tags are in the content
         "choices": [{"index": 0, "message": {"content": "<think>2+2 is 4, so</think> \\boxed{4}"}}],

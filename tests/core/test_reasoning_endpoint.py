@@ -11,7 +11,7 @@ import pytest
 
 from pytest_agenteval.api.sampler import Completion
 from pytest_agenteval.models import OpenAISampler, RetryPolicy, SamplingParams
-from pytest_agenteval.models._reasoning import ThinkSplit
+from pytest_agenteval.models.reasoning import ThinkSplit
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig, parse_reasoning, think_reply
 
 MESSAGES = [{"role": "user", "content": "What is 2+2?"}]

@@ -1,5 +1,5 @@
 """In-process llama.cpp (the embedded SmolLM2 GGUF) and the split every text-producing
-backend shares (models/_reasoning.py): --thinking reaches the chat template, the tags come
+backend shares (models/reasoning.py): --thinking reaches the chat template, the tags come
 from the template (or --think-tags), and the reasoning's tokens are counted exactly with
 the model's own vocabulary. SmolLM2 does not think: a template that opens a think block
 in the prompt makes every reply it cuts off unclosed reasoning."""
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_agenteval.api.sampler import Completion
 from pytest_agenteval.models import LlamaSampler, SamplingParams, embedded_model_path
-from pytest_agenteval.models._reasoning import ThinkSplit, template_think_tags
+from pytest_agenteval.models.reasoning import ThinkSplit, template_think_tags
 
 # ChatML as SmolLM2's, plus Qwen3's thinking switch: the generation prompt opens the block
 THINK_TEMPLATE = (

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.models._openai_replies import parse_completions
+from pytest_agenteval.models.http.replies import parse_completions
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from pytest_agenteval.models import OpenAISampler, RetryPolicy, SamplingParams
-from pytest_agenteval.models._stream import StreamError, read_stream
+from pytest_agenteval.models.http.stream import StreamError, read_stream
 from pytest_agenteval.testing import FaultContext, OpenAITestServer, ServerConfig
 from tests.conftest import read_results, write_jsonl
 

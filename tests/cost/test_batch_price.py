@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.models._prices import Price, format_usd, parse_prices
+from pytest_agenteval.models.cost.prices import Price, format_usd, parse_prices
 from pytest_agenteval.output.cost import cost_lines, price_generation
 
 LIVE = Price("run", input=1.0, output=2.0, cached_input=0.5)

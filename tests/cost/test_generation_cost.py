@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.sampler import Completion, note_served, served_by
-from pytest_agenteval.models._openai_replies import cached_prompt_tokens, parse_completions
-from pytest_agenteval.models._prices import Price
+from pytest_agenteval.models.cost.prices import Price
+from pytest_agenteval.models.http.replies import cached_prompt_tokens, parse_completions
 from pytest_agenteval.output.cost import budget_line, price_generation
 
 PRICES = {

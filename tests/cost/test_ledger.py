@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models.budget import BudgetExceeded, BudgetLedger, Limits, prompt_estimate
+from pytest_agenteval.models.cost.budget import BudgetExceeded, BudgetLedger, Limits, prompt_estimate
 
 
 def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_a_dead_processs_reservations_are_dropped(tmp_path: Path) -> None:
     ledger = BudgetLedger.create(Limits(max_total_tokens=100), tmp_path)
     code = (
         "import sys; from pathlib import Path;"
-        "from pytest_agenteval.models.budget import BudgetLedger, Limits;"
+        "from pytest_agenteval.models.cost.budget import BudgetLedger, Limits;"
         "BudgetLedger(Path(sys.argv[1]), Limits(max_total_tokens=100)).try_reserve(100, 0.0)"
     )
     subprocess.run([sys.executable, "-c", code, str(ledger.path)], check=True)  # reserves, then exits

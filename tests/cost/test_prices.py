@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agenteval.models import ModelChoice
-from pytest_agenteval.models._prices import (
+from pytest_agenteval.models.cost.prices import (
     Price,
     PriceError,
     billed_name,

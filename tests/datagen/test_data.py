@@ -14,8 +14,8 @@ from pytest_agenteval.tasks.datagen import (
     shingles,
     topic_marker,
 )
-from pytest_agenteval.tasks.datagen._data import DatagenDataError, ReferenceProblem
 from pytest_agenteval.tasks.datagen._pairing import pair_opponents, shown_fields
+from pytest_agenteval.tasks.datagen.data import DatagenDataError, ReferenceProblem
 
 
 def write(tmp_path: Path, *lines: str) -> Path:

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_agenteval.report.review import ReviewState, disagreement_order
 from pytest_agenteval.tasks.datagen import apply_verification, human_summary, verifications_path
-from pytest_agenteval.tasks.datagen._human import Conflict, InvalidVerification
+from pytest_agenteval.tasks.datagen.human import Conflict, InvalidVerification
 
 NOW = datetime(2026, 12, 1, 12, 0, 9, tzinfo=timezone(timedelta(hours=8)))
 SCORES = {"correctness": 4, "clarity": 5, "difficulty_match": 3, "completeness": 4}
@@ -94,7 +94,7 @@ def test_the_review_order_puts_the_panels_disagreements_first(tmp_path: Path) ->
 
 
 def test_each_judge_is_compared_with_the_human(tmp_path: Path) -> None:
-    from pytest_agenteval.tasks.datagen._human import agreement_with_judges
+    from pytest_agenteval.tasks.datagen.human import agreement_with_judges
 
     def sc(v: int) -> dict[str, int]:
         return dict.fromkeys(SCORES, v)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agenteval.report import main
-from pytest_agenteval.report._runs import default_label
+from pytest_agenteval.report.runs import default_label
 
 from .conftest import REPO
 

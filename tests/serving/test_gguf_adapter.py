@@ -16,7 +16,7 @@ import pytest
 
 from pytest_agenteval.api.sampler import SamplingParams
 from pytest_agenteval.models import ModelChoice, choose_model, make_sampler
-from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.models.serve.commands import llama_cpp_command
 from pytest_agenteval.models.serve.launcher import free_port, launch, stop
 from pytest_agenteval.models.serve.resolve import resolve_model_path
@@ -93,7 +93,7 @@ def test_the_perturbed_gguf_is_another_model(agenteval_perturbed_gguf: Path) -> 
 def test_the_identity_names_both_the_adapter_and_its_base(
     agenteval_gguf_lora: Path, agenteval_perturbed_gguf: Path
 ) -> None:
-    from pytest_agenteval.models._llama import file_fingerprint
+    from pytest_agenteval.models.backends.llama import file_fingerprint
 
     base = embedded_model_path()
     on_base = make_sampler(ModelChoice("gguf", path=agenteval_gguf_lora, base=base), settings(), 1)
@@ -157,7 +157,7 @@ def test_a_launched_server_serves_the_adapter_on_its_base(agenteval_gguf_lora: P
 def test_a_run_on_the_adapter_records_it_and_its_base(
     run_suite, agenteval_gguf_lora: Path, workers: list[str]
 ) -> None:
-    from pytest_agenteval.models._llama import file_fingerprint
+    from pytest_agenteval.models.backends.llama import file_fingerprint
     from tests.conftest import read_results
 
     base = embedded_model_path()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.models.serve.commands import llama_cpp_config_command
 from pytest_agenteval.models.serve.resolve import resolve_model_path
 from pytest_agenteval.testing.models import make_gguf_lora

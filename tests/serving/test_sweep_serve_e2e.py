@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.testing.models import make_gguf_lora
 
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'

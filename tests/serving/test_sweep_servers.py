@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.models.serve.launcher import group_empty
 from pytest_agenteval.testing.models import make_gguf_lora
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from pytest_agenteval.api.sampler import SamplingParams
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.models import make_sampler
-from pytest_agenteval.models.serve.choice import served_choice
+from pytest_agenteval.models.choice import served_choice
 from pytest_agenteval.plugin.sweep_servers import SWEEP_SERVERS, launch_sweep, model_ready
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
 
 def _official_agrees(export, summary, categories) -> dict:
     """bfcl-eval's own evaluation of the exported files gives our counts."""
-    from pytest_agenteval.tasks.bfcl._export import export_model_name
+    from pytest_agenteval.tasks.bfcl.export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     if any(importlib.util.find_spec(module) is None for module in REQUIREMENTS):

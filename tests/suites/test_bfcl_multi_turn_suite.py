@@ -124,7 +124,7 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
 def test_the_official_evaluation_of_the_export_gives_our_scores(
     bfcl: pytest.Pytester, selected, style
 ) -> None:
-    from pytest_agenteval.tasks.bfcl._export import export_model_name
+    from pytest_agenteval.tasks.bfcl.export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     for module in REQUIREMENTS:

@@ -246,7 +246,7 @@ def test_the_run_model_judges_and_solves_when_no_judge_is_given(datagen: pytest.
 def test_the_summary_includes_human_approval_when_verifications_exist(datagen: pytest.Pytester) -> None:
     import json
 
-    from pytest_agenteval.tasks.datagen._data import load_generated
+    from pytest_agenteval.tasks.datagen.data import load_generated
 
     gen, _ = scripted.write_data(datagen.path)
     sha = {p.problem_id: p.sha256 for p in load_generated(gen).problems}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models._gguf_header import GgufHeaderError, gguf_general_type, gguf_metadata
-from pytest_agenteval.models._llama import embedded_model_path
+from pytest_agenteval.models.backends.llama import embedded_model_path
+from pytest_agenteval.models.gguf import GgufHeaderError, gguf_general_type, gguf_metadata
 from pytest_agenteval.testing.models import make_gguf_lora, make_perturbed_gguf
 
 pytest.importorskip("gguf", reason="the gguf makers need the gguf package (pip install gguf)")

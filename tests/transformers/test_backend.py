@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.models import LlamaSampler, SamplingParams, embedded_model_path
-from pytest_agenteval.models._checkpoint import probe_adapter
-from pytest_agenteval.models._transformers import TransformersSampler
+from pytest_agenteval.models.backends.checkpoint import probe_adapter
+from pytest_agenteval.models.backends.transformers import TransformersSampler
 from pytest_agenteval.models.serve.probe import adapter_is_live
 from pytest_agenteval.tasks.aime25._conversation import TOOLS
 from pytest_agenteval.tasks.aime25._protocol import initial_messages

@@ -12,13 +12,13 @@ import pytest
 
 from pytest_agenteval.api.sampler import Completion
 from pytest_agenteval.models import SamplingParams
-from pytest_agenteval.models._reasoning import ThinkSplit
+from pytest_agenteval.models.reasoning import ThinkSplit
 from tests.core.test_reasoning_in_process import MESSAGES, THINK_TEMPLATE
 from tests.transformers import skip_without_backend
 
 skip_without_backend()
 
-from pytest_agenteval.models._transformers import TransformersSampler  # noqa: E402
+from pytest_agenteval.models.backends.transformers import TransformersSampler  # noqa: E402
 
 EIGHT = SamplingParams(temperature=0.0, top_p=1.0, top_k=-1, max_tokens=8, seed=0)
 

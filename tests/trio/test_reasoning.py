@@ -14,8 +14,8 @@ import pytest
 
 from pytest_agenteval.config.options import OPTIONS, Settings
 from pytest_agenteval.models import SamplingParams
-from pytest_agenteval.models._sdk import SdkSampler, close_sessions
-from pytest_agenteval.models._sdk_backends import adapter_for
+from pytest_agenteval.models.backends.sdk import SdkSampler, close_sessions
+from pytest_agenteval.models.backends.sdk_adapters import adapter_for
 from tests.core.test_reasoning_in_process import MESSAGES, THINK_TEMPLATE
 
 pytest.importorskip(

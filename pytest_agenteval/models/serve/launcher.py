@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import json
 import os
 import secrets
 import signal
@@ -19,13 +18,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.models.http.probe import Unreachable, request_json
 from pytest_agenteval.models.serve import _guard
 from pytest_agenteval.models.serve.commands import HOST, ServerSpec, printable
 
@@ -109,17 +107,12 @@ def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
 
 def list_models(url: str, key: str | None, timeout_s: float = 5.0) -> tuple[int, list[str]]:
     """(HTTP status, model ids) of `GET url/models`; status 0 when nothing answers."""
-    request = urllib.request.Request(f"{url}/models")
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            payload = json.loads(response.read() or b"{}")
-            return response.status, [str(m.get("id")) for m in payload.get("data", []) if isinstance(m, dict)]
-    except urllib.error.HTTPError as exc:
-        return exc.code, []
-    except (urllib.error.URLError, OSError, ValueError):
+        status, payload = request_json(f"{url}/models", api_key=key, timeout_s=timeout_s)
+    except Unreachable:
         return 0, []
+    data = payload.get("data", []) if status == 200 and isinstance(payload, dict) else []
+    return status, [str(m.get("id")) for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
 
 def _failure(spec: ServerSpec, log_path: Path, what: str) -> LaunchError:

@@ -29,8 +29,7 @@ PROBE_TOKENS = 8
 
 def greedy_logprobs(url: str, key: str | None, model: str, timeout_s: float = 120.0) -> list[float]:
     """Logprobs of a few greedy tokens from `/v1/completions` (vLLM, SGLang, llama.cpp)."""
-    import json
-    import urllib.request
+    from pytest_agenteval.models.http.probe import request_json
 
     body = {
         "model": model,
@@ -41,13 +40,10 @@ def greedy_logprobs(url: str, key: str | None, model: str, timeout_s: float = 12
         "seed": 0,
         "logprobs": 1,
     }
-    request = urllib.request.Request(
-        f"{url}/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        choice = json.loads(response.read())["choices"][0]
+    status, payload = request_json(f"{url}/completions", api_key=key, body=body, timeout_s=timeout_s)
+    if status != 200 or not isinstance(payload, dict):
+        raise ValueError(f"{url}/completions answered HTTP {status} to the adapter probe")
+    choice = payload["choices"][0]
     return [float(x) for x in (choice.get("logprobs") or {}).get("token_logprobs") or [] if x is not None]
 
 

@@ -266,7 +266,7 @@ def _resolve_local(source: str, base_model: str | None, hashes: FileHashes) -> R
 def is_gguf_adapter(path: Path) -> bool:
     """A gguf whose header says `general.type=adapter` (a LoRA); a header we cannot read is
     left for llama.cpp to refuse with its own message."""
-    from pytest_agenteval.models._gguf_header import GgufHeaderError, gguf_general_type
+    from pytest_agenteval.models.gguf import GgufHeaderError, gguf_general_type
 
     try:
         return gguf_general_type(path) == "adapter"
@@ -278,7 +278,7 @@ def _resolve_gguf_adapter(
     path: Path, source: str, base_model: str | None, hashes: FileHashes
 ) -> ResolvedModel:
     """A GGUF LoRA and its base gguf (`--base-model`), of the same architecture."""
-    from pytest_agenteval.models._gguf_header import gguf_metadata
+    from pytest_agenteval.models.gguf import gguf_metadata
 
     if not base_model:
         raise ResolveError(

@@ -252,7 +252,7 @@ def _probe_adapters(run: Launch, settings: Any, say: Callable[[str], None]) -> N
     for name in run.servers[0].spec.adapters:
         try:
             result = probe_adapter(run.endpoints[0], run.key, run.served_name, name)
-        except (OSError, KeyError, ValueError, TypeError) as exc:  # urllib errors are OSErrors
+        except (OSError, KeyError, ValueError, TypeError) as exc:  # Unreachable is an OSError
             run.stop()
             raise LaunchError(
                 f"the adapter-is-live probe of {name} failed ({type(exc).__name__}: {exc}); "
@@ -348,8 +348,7 @@ def is_guard(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    # the 0.1 path too: a server kept (--serve-keep) by release 0.1 is still ours to reuse or stop
-    return b"pytest_agenteval.models.serve._guard" in cmdline or b"pytest_agenteval.serving._guard" in cmdline
+    return b"pytest_agenteval.models.serve._guard" in cmdline
 
 
 def stop_kept(state_dir: Path) -> list[str]:

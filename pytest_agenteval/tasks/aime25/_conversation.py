@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agenteval.api.sampler import approx_token_count
 from pytest_agenteval.models import Completion, SamplingParams
-from pytest_agenteval.models._template import assistant_boundary, next_prompt_tokens
+from pytest_agenteval.models.tokens.template import assistant_boundary, next_prompt_tokens
 from pytest_agenteval.tasks.aime25._protocol import CODE_TOOL
 
 TOOLS = [CODE_TOOL]

@@ -25,7 +25,6 @@ from pytest_agenteval.tasks.bfcl._data import (
     load_bfcl,
 )
 from pytest_agenteval.tasks.bfcl._decode import DecodeError, decode_native, decode_strict, is_call_list
-from pytest_agenteval.tasks.bfcl._export import export_official_results, result_path
 from pytest_agenteval.tasks.bfcl._lenient import decode_lenient, json_calls
 from pytest_agenteval.tasks.bfcl._metrics import BfclItemResult, summarize_bfcl
 from pytest_agenteval.tasks.bfcl._progressive import next_stage, progressive_stages
@@ -39,6 +38,7 @@ from pytest_agenteval.tasks.bfcl._prompt import (
 )
 from pytest_agenteval.tasks.bfcl._score import BfclScore, score_text, score_tool_calls
 from pytest_agenteval.tasks.bfcl._source_calls import MissingTreeSitterError, require_tree_sitter
+from pytest_agenteval.tasks.bfcl.export import export_official_results, result_path
 
 __all__ = [
     "CATEGORIES",

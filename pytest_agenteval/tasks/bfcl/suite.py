@@ -26,7 +26,6 @@ from pytest_agenteval.tasks.bfcl._data import (
 from pytest_agenteval.tasks.bfcl._executable import load_executable, skip_reason
 from pytest_agenteval.tasks.bfcl._executable import play as play_executable
 from pytest_agenteval.tasks.bfcl._executable import score as score_executable
-from pytest_agenteval.tasks.bfcl._export import evaluate_command, export_model_name, export_official_results
 from pytest_agenteval.tasks.bfcl._format_sensitivity import (
     FormatEntry,
     format_messages,
@@ -40,6 +39,7 @@ from pytest_agenteval.tasks.bfcl._mt_rollout import stored_result
 from pytest_agenteval.tasks.bfcl._progressive import next_stage, progressive_stages
 from pytest_agenteval.tasks.bfcl._prompt import native_messages, native_tools, prompt_messages
 from pytest_agenteval.tasks.bfcl._score import BfclScore, score_text, score_tool_calls
+from pytest_agenteval.tasks.bfcl.export import evaluate_command, export_model_name, export_official_results
 
 LEADERBOARD_TEMPERATURE = 0.001  # bfcl-eval's default when the user sets none
 DEFAULT_MAX_TOKENS = 1024

@@ -8,19 +8,6 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.tasks.datagen._checks import answer_format, jaccard, nearest_reference, shingles
-from pytest_agenteval.tasks.datagen._data import (
-    GeneratedProblem,
-    LoadReport,
-    ReferenceProblem,
-    load_generated,
-    topic_marker,
-)
-from pytest_agenteval.tasks.datagen._human import (
-    apply_verification,
-    human_summary,
-    load_verifications,
-    verifications_path,
-)
 from pytest_agenteval.tasks.datagen._judge import JudgeSpec, derive_nonce, judge_specs
 from pytest_agenteval.tasks.datagen._latex import corrupted_characters, loads_repaired, repair_json_text
 from pytest_agenteval.tasks.datagen._panel import krippendorff_alpha, panel_summary, reliability_units
@@ -28,12 +15,25 @@ from pytest_agenteval.tasks.datagen._report import PRESETS, decide, gate_presets
 from pytest_agenteval.tasks.datagen._stats import pointwise_summary, wilson
 from pytest_agenteval.tasks.datagen._verdict import DIMENSIONS, parse_reply
 from pytest_agenteval.tasks.datagen._winrate import pair_result, winrate_summary
+from pytest_agenteval.tasks.datagen.data import (
+    GeneratedProblem,
+    LoadReport,
+    ReferenceProblem,
+    load_generated,
+    topic_marker,
+)
+from pytest_agenteval.tasks.datagen.human import (
+    apply_verification,
+    human_summary,
+    load_verifications,
+    verifications_path,
+)
 
 
 def check_judge_options(settings: Any) -> None:
     """Start-up: judge options pair up and every judge endpoint answers (one line each)."""
     from pytest_agenteval.models import probe_endpoint
-    from pytest_agenteval.models._keys import api_key_from_env
+    from pytest_agenteval.models.keys import api_key_from_env
 
     try:
         specs = judge_specs(settings.judge_endpoints, settings.judge_models)

@@ -293,7 +293,7 @@ def openai_judge(
     the run's own sampler when the judge is the run's own endpoint, whose slots it shares
     (`--concurrency` per endpoint over both) and whose weights' identity and
     `--model-revision` go into its cache key (step-200 is not judged by step-100's cache).
-    `budget` (models.budget.RunBudget): the run's, which the judge's requests count in too."""
+    `budget` (models.cost.budget.RunBudget): the run's, which the judge's requests count in too."""
     from pytest_agenteval.models import OpenAISampler
     from pytest_agenteval.models.cache import CachingSampler
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_agenteval.tasks.datagen._data import GeneratedProblem, ReferenceProblem, topic_marker
+from pytest_agenteval.tasks.datagen.data import GeneratedProblem, ReferenceProblem, topic_marker
 
 
 @dataclass(frozen=True)

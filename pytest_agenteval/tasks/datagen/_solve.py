@@ -14,7 +14,7 @@ from pytest_agenteval.scorers import MATH_SCORERS
 from pytest_agenteval.solvers.answer import answer_only
 from pytest_agenteval.tasks.aime25 import text_only_messages
 from pytest_agenteval.tasks.datagen._checks import answer_format
-from pytest_agenteval.tasks.datagen._data import GeneratedProblem
+from pytest_agenteval.tasks.datagen.data import GeneratedProblem
 
 
 async def solve_item(ctx: RolloutContext, item: GeneratedProblem, samples: int) -> dict[str, Any]:

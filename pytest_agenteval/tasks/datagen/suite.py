@@ -18,14 +18,6 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.datasets import tabular as data
 from pytest_agenteval.models import SamplerError
 from pytest_agenteval.tasks.datagen._checks import answer_format, checks_summary, nearest_reference, shingles
-from pytest_agenteval.tasks.datagen._data import (
-    DatagenDataError,
-    GeneratedProblem,
-    LoadReport,
-    load_generated,
-    reference_from_rows,
-)
-from pytest_agenteval.tasks.datagen._human import agreement_with_judges, human_summary, verifications_path
 from pytest_agenteval.tasks.datagen._judge import (
     JudgeClient,
     JudgeSpec,
@@ -41,6 +33,14 @@ from pytest_agenteval.tasks.datagen._report import gate_presets, summary_rows
 from pytest_agenteval.tasks.datagen._solve import solve_item
 from pytest_agenteval.tasks.datagen._stats import item_passes, item_totals, pointwise_summary
 from pytest_agenteval.tasks.datagen._winrate import winrate_summary
+from pytest_agenteval.tasks.datagen.data import (
+    DatagenDataError,
+    GeneratedProblem,
+    LoadReport,
+    load_generated,
+    reference_from_rows,
+)
+from pytest_agenteval.tasks.datagen.human import agreement_with_judges, human_summary, verifications_path
 
 DEFAULT_REFERENCE = "math-ai/aime25"  # the design documents' comparison set (AIME 2025, 30 problems)
 SCORE_FIELDS = ("item_mean", "item_pass", "valid_verdicts", "checks")

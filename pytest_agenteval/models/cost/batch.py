@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import Completion
-from pytest_agenteval.models._http import HttpClient
-from pytest_agenteval.models._openai_replies import Retryable, error_message, parse_completions
+from pytest_agenteval.models.http.client import HttpClient
+from pytest_agenteval.models.http.replies import Retryable, error_message, parse_completions
 
 MAX_REQUESTS_PER_BATCH = 50_000  # OpenAI's limit on one batch's input file
 RESUBMIT_ROUNDS = 3  # new batches for requests that expired or failed, at most

@@ -25,7 +25,7 @@ class ReplaySource:
     native_tools = False
 
     def __init__(self, path: Path) -> None:
-        from pytest_agenteval.models._llama import (
+        from pytest_agenteval.models.backends.llama import (
             file_fingerprint,  # not at import: endpoint runs never load _llama
         )
 

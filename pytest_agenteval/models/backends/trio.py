@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import SamplingParams
-from pytest_agenteval.models._sdk import (
+from pytest_agenteval.models.backends.sdk import (
     SdkAdapter,
     Session,
     StartupError,

@@ -151,9 +151,9 @@ def _price(name: str, entry: Any, defaults: Mapping[str, str], origin: str) -> P
 
 
 def default_prices() -> dict[str, Price]:
-    """The prices the package ships (models/prices.toml)."""
-    text = resources.files("pytest_agenteval.models").joinpath("prices.toml").read_text(encoding="utf-8")
-    return parse_prices(text, "the default prices (pytest_agenteval/models/prices.toml)")
+    """The prices the package ships (models/cost/prices.toml)."""
+    text = resources.files("pytest_agenteval.models.cost").joinpath("prices.toml").read_text(encoding="utf-8")
+    return parse_prices(text, "the default prices (pytest_agenteval/models/cost/prices.toml)")
 
 
 @functools.cache
@@ -187,7 +187,7 @@ def billed_name(choice: Any) -> str | None:
     """The name a run's model is billed by: an endpoint's `--model-name` or an SDK's base
     model; None for the models the run itself runs (embedded, GGUF, transformers, a
     launched server), whose cost is device time, not dollars."""
-    from pytest_agenteval.models._schemes import SCHEMES
+    from pytest_agenteval.models.schemes import SCHEMES
 
     if choice.kind == "openai" and choice.served is None:
         return str(choice.model_name or "default")

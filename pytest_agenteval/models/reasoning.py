@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_agenteval.api.reasoning import DEFAULT_THINK_TAGS, parse_think_tags, split_reasoning
 from pytest_agenteval.api.sampler import Completion
-from pytest_agenteval.models._template import TemplateError, render_chat_template
+from pytest_agenteval.models.tokens.template import TemplateError, render_chat_template
 
 # Think tags chat templates use, by their closing tag: a template holding one of these
 # gives the run its tags when --think-tags is not set.

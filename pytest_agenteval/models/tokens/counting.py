@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agenteval.api.sampler import FatalRequestError, SamplerError, approx_token_count
-from pytest_agenteval.models._http import InvalidRequest
-from pytest_agenteval.models._template import ChatTokenizer
+from pytest_agenteval.models.http.client import InvalidRequest
+from pytest_agenteval.models.tokens.template import ChatTokenizer
 
 MODES = {
     "local": "--tokenizer {path}",

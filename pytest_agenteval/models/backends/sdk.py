@@ -32,13 +32,13 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     request_priority,
 )
-from pytest_agenteval.models._keys import ApiKeyError, api_key_from_env
-from pytest_agenteval.models._overflow import context_overflow
-from pytest_agenteval.models._reasoning import ThinkSplit
-from pytest_agenteval.models._retry import RetryPolicy
-from pytest_agenteval.models._schemes import StartupError, checkpoint_of
-from pytest_agenteval.models._slots import PrioritySlots
-from pytest_agenteval.models._template import ChatTokenizer
+from pytest_agenteval.models.http.overflow import context_overflow
+from pytest_agenteval.models.http.retry import RetryPolicy
+from pytest_agenteval.models.http.slots import PrioritySlots
+from pytest_agenteval.models.keys import ApiKeyError, api_key_from_env
+from pytest_agenteval.models.reasoning import ThinkSplit
+from pytest_agenteval.models.schemes import StartupError, checkpoint_of
+from pytest_agenteval.models.tokens.template import ChatTokenizer
 
 
 @dataclass
@@ -308,7 +308,7 @@ class SdkAdapter:
     def tokenizer(self, settings: Any, load: Any, model_id: str) -> ChatTokenizer:
         """`--tokenizer PATH`, else the SDK's `get_tokenizer()` (`load`)."""
         if settings.tokenizer:
-            from pytest_agenteval.models._template import tokenizer_from_file
+            from pytest_agenteval.models.tokens.template import tokenizer_from_file
 
             return tokenizer_from_file(settings.tokenizer)
         try:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agenteval.report._analysis import Row, SuiteReport
+from pytest_agenteval.report.analysis import Row, SuiteReport
 
 BEST = "★"
 INCOMPLETE = "INCOMPLETE"  # the marker of a run that is never ranked

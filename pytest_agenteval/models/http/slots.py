@@ -1,7 +1,7 @@
 """Semaphores whose waiters are served by priority, so the items pytest will run next
 get the connection slots first and prefetched work never starves them: one pool
 (PrioritySlots), or a number of slots on each endpoint (EndpointSlots): fixed, or found
-by AIMD from the replies (`--concurrency auto`, models/_aimd.py)."""
+by AIMD from the replies (`--concurrency auto`, models/http/aimd.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pytest_agenteval.models._aimd import OVERLOAD_CAUSES, AimdLimit, LimitChange
+from pytest_agenteval.models.http.aimd import OVERLOAD_CAUSES, AimdLimit, LimitChange
 
 
 class PrioritySlots:

@@ -7,14 +7,12 @@ holds; telemetry is off (`TINKER_TELEMETRY=0`) unless `--sdk-telemetry`."""
 from __future__ import annotations
 
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import SamplingParams
-from pytest_agenteval.models._sdk import (
+from pytest_agenteval.models.backends.sdk import (
     SdkAdapter,
     Session,
     StartupError,
@@ -80,13 +78,12 @@ class TinkerAdapter(SdkAdapter):
         """The SDK retries an unreachable service for minutes before it says so: one cheap
         `GET /api/v1/healthz` first (any HTTP answer counts as reachable)."""
         url = f"{self.base_url().rstrip('/')}/api/v1/healthz"
+        from pytest_agenteval.models.http.probe import Unreachable, request_json
+
         try:
-            urllib.request.urlopen(url, timeout=PROBE_S).close()
-        except urllib.error.HTTPError:
-            return
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise StartupError(self.startup_line(ConnectionError(str(reason)), "connecting")) from None
+            request_json(url, timeout_s=PROBE_S)
+        except Unreachable as exc:
+            raise StartupError(self.startup_line(ConnectionError(str(exc)), "connecting")) from None
 
     async def sample(
         self, session: Session, prompt: Sequence[int], params: SamplingParams, n: int

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agenteval.report._runs import Run, SuiteRun
+from pytest_agenteval.report.runs import Run, SuiteRun
 from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
 
 

@@ -33,14 +33,14 @@ from pytest_agenteval.api.sampler import (
     SamplerError,
     SamplingParams,
 )
-from pytest_agenteval.models._checkpoint import (
+from pytest_agenteval.models.backends.checkpoint import (
     chat_tokenizer_for,
     describe_identity,
     end_of_sequence_ids,
     load_model,
 )
-from pytest_agenteval.models._reasoning import ThinkSplit
-from pytest_agenteval.models._template import ChatTokenizer, TemplateError
+from pytest_agenteval.models.reasoning import ThinkSplit
+from pytest_agenteval.models.tokens.template import ChatTokenizer, TemplateError
 
 GATHER_S = 0.05  # a batch waits this long after its last arrival for more rows of its prompt
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import Completion, Message, SamplerError, SamplingParams
-from pytest_agenteval.models._prices import Price, format_usd
+from pytest_agenteval.models.cost.prices import Price, format_usd
 
 WAIT_S = 0.05  # how often a request blocked only by others' reservations looks again
 LEDGER_NAME = "ledger.json"

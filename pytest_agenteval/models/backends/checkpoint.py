@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.sampler import ModelIdentity, SamplerError
-from pytest_agenteval.models._llama import file_fingerprint
-from pytest_agenteval.models._template import ChatTokenizer, tokenizer_from_file
+from pytest_agenteval.models.backends.llama import file_fingerprint
 from pytest_agenteval.models.serve.probe import adapter_is_live
+from pytest_agenteval.models.tokens.template import ChatTokenizer, tokenizer_from_file
 
 INSTALL_HINT = (
     "install torch first (pip install torch==2.13.0; a CPU build here, plain `pip install torch` "
@@ -209,15 +209,14 @@ def describe_identity(
 PROBES: dict[tuple[str, str], dict[str, Any]] = {}  # (adapter, base) -> probe_adapter's result
 
 
-def choose_checkpoint(path: Path, base_model: str | None) -> Any:
-    """A folder with config.json (a checkpoint) or adapter_config.json (a LoRA adapter,
-    on --base-model or else the base it names). Raises ValueError with one line."""
-    from pytest_agenteval.models import ModelChoice
-
+def checkpoint_base(path: Path, base_model: str | None) -> Path | None:
+    """A folder with config.json (a checkpoint: None) or adapter_config.json (a LoRA adapter:
+    the base it runs on, --base-model or else the base it names). Raises ValueError with one
+    line."""
     if not (path / "adapter_config.json").is_file():
         if base_model:
             raise ValueError(f"--base-model is for adapter folders; {path} is a whole checkpoint: drop it")
-        return ModelChoice("transformers", path=path)
+        return None
     named = adapter_base(path)
     given = base_model or named
     if not given:
@@ -235,7 +234,7 @@ def choose_checkpoint(path: Path, base_model: str | None) -> Any:
             f"base model {given}: not a checkpoint folder with config.json; download it and pass "
             "--base-model DIR"
         )
-    return ModelChoice("transformers", path=path, base=base)
+    return base
 
 
 def _same_model(given: str, named: str) -> bool:

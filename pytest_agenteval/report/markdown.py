@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_agenteval.report._analysis import SuiteReport
-from pytest_agenteval.report._runs import Run
-from pytest_agenteval.report._tables import Table, change_lines, suite_tables
+from pytest_agenteval.report.analysis import SuiteReport
+from pytest_agenteval.report.runs import Run
+from pytest_agenteval.report.tables import Table, change_lines, suite_tables
 
 
 def _cell(text: str) -> str:

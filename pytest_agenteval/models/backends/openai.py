@@ -24,18 +24,18 @@ from pytest_agenteval.api.sampler import (
     note_served,
     request_priority,
 )
-from pytest_agenteval.models._aimd import says_overloaded
-from pytest_agenteval.models._counting import EndpointCounter, ServerChatTokenizer
-from pytest_agenteval.models._health import EndpointHealth
-from pytest_agenteval.models._http import HttpClient, IdleTimeout, InvalidRequest
-from pytest_agenteval.models._keys import api_key_from_env
-from pytest_agenteval.models._openai_replies import Retryable, error_message, parse_completions
-from pytest_agenteval.models._overflow import context_overflow
-from pytest_agenteval.models._reasoning import ThinkSplit
-from pytest_agenteval.models._retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
-from pytest_agenteval.models._slots import EndpointSlots
-from pytest_agenteval.models._stream import StreamError, StreamInterrupted, read_stream
-from pytest_agenteval.models._template import ChatTokenizer
+from pytest_agenteval.models.http.aimd import says_overloaded
+from pytest_agenteval.models.http.client import HttpClient, IdleTimeout, InvalidRequest
+from pytest_agenteval.models.http.health import EndpointHealth
+from pytest_agenteval.models.http.overflow import context_overflow
+from pytest_agenteval.models.http.replies import Retryable, error_message, parse_completions
+from pytest_agenteval.models.http.retry import FATAL_STATUS, RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from pytest_agenteval.models.http.slots import EndpointSlots
+from pytest_agenteval.models.http.stream import StreamError, StreamInterrupted, read_stream
+from pytest_agenteval.models.keys import api_key_from_env
+from pytest_agenteval.models.reasoning import ThinkSplit
+from pytest_agenteval.models.tokens.counting import EndpointCounter, ServerChatTokenizer
+from pytest_agenteval.models.tokens.template import ChatTokenizer
 
 # Retry causes that say the endpoint is unwell (for the circuit breaker); 429 is not one.
 UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
@@ -106,7 +106,7 @@ class OpenAISampler:
         self.idle_timeout_s = idle_timeout_s
         self._no_stream: set[str] = set()  # endpoints that refused `stream: true`
         self.health = EndpointHealth(self.endpoints)
-        # splits each reply into reasoning and answer (models/_reasoning.py); the run's
+        # splits each reply into reasoning and answer (models/reasoning.py); the run's
         # --think-tags and --thinking are set by make_sampler, a judge keeps the defaults
         self.think = think or ThinkSplit()
 

@@ -11,7 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from pytest_agenteval.models._openai_replies import error_message
+from pytest_agenteval.models.http.replies import error_message
 
 AUTO_START = 4  # the run's starting limit per endpoint (split among xdist workers, at least 1)
 

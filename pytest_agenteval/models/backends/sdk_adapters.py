@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_agenteval.models._schemes import StartupError
+from pytest_agenteval.models.schemes import StartupError
 
 ADAPTERS: dict[str, Any] = {}
 
@@ -14,11 +14,11 @@ def adapter_for(scheme: str) -> Any:
     """A new adapter of the SDK behind `scheme`; its module is imported on first use."""
     if scheme not in ADAPTERS:
         if scheme == "trio":
-            from pytest_agenteval.models._trio import TrioAdapter
+            from pytest_agenteval.models.backends.trio import TrioAdapter
 
             ADAPTERS[scheme] = TrioAdapter
         elif scheme == "tinker":
-            from pytest_agenteval.models._tinker import TinkerAdapter
+            from pytest_agenteval.models.backends.tinker import TinkerAdapter
 
             ADAPTERS[scheme] = TinkerAdapter
         else:
