@@ -3,9 +3,10 @@ merge` joins the shards' results files (part of the one table: `table.py`)."""
 
 from __future__ import annotations
 
-from pytest_agenteval.config.option import Option, topic
+from pytest_agenteval.config.option import Option, group, topic
 
-OPTIONS: tuple[Option, ...] = (
+OPTIONS: tuple[Option, ...] = group(
+    "cluster",
     *topic(
         "Shards (clusters)",
         Option(

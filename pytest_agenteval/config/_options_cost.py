@@ -1,10 +1,12 @@
-"""Cost and budgets: prices, the run's ceilings, and the estimate (part of the one table: `table.py`)."""
+"""Cost: prices, the run's ceilings, the estimate, and the Batch API (part of the one table:
+`table.py`)."""
 
 from __future__ import annotations
 
-from pytest_agenteval.config.option import Option, topic
+from pytest_agenteval.config.option import Option, group, topic
 
-OPTIONS: tuple[Option, ...] = (
+OPTIONS: tuple[Option, ...] = group(
+    "cost",
     *topic(
         "Cost and budgets",
         Option(
@@ -48,6 +50,28 @@ OPTIONS: tuple[Option, ...] = (
             "items per suite --estimate runs (evenly spaced over the selection; cache hits count with "
             "their recorded tokens)",
             int,
+            local=True,
+        ),
+    ),
+    *topic(
+        "Batch API",
+        Option(
+            "batch",
+            "--batch",
+            False,
+            "send the run's single-turn requests first as OpenAI Batch API batches (/v1/files, "
+            "/v1/batches: about half the price, answered within 24 h), one per suite; the items then "
+            "read the replies from the generation cache. --endpoint models only; multi-turn suites "
+            "refuse it (docs/batch.md)",
+            bool,
+            local=True,
+        ),
+        Option(
+            "batch_poll_interval",
+            "--batch-poll-interval",
+            30.0,
+            "seconds between two looks at a batch's status while --batch waits for it",
+            float,
             local=True,
         ),
     ),

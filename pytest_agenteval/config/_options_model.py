@@ -1,9 +1,9 @@
-"""The model, launched servers, endpoints and sampling options (part of the one table: `table.py`)."""
+"""The model options: what is evaluated and how it is reached (in process, launched servers
+with --serve, OpenAI-compatible endpoints); part of the one table, `table.py`."""
 
 from __future__ import annotations
 
-from pytest_agenteval.config.option import Option, topic
-from pytest_agenteval.config.table_scopes import AIME
+from pytest_agenteval.config.option import Option, group, topic
 
 
 class CountOrAuto:
@@ -28,7 +28,8 @@ class CountOrAuto:
         return count
 
 
-OPTIONS: tuple[Option, ...] = (
+OPTIONS: tuple[Option, ...] = group(
+    "model",
     *topic(
         "Model",
         Option(
@@ -62,14 +63,6 @@ OPTIONS: tuple[Option, ...] = (
             False,
             "make the adapter-is-live probe's warning (adapter == base) an error (pytest owns --strict)",
             bool,
-        ),
-        Option(
-            "thinking",
-            "--thinking",
-            "off",
-            "chat-template thinking: off sends chat_template_kwargs.enable_thinking=false, "
-            "omit sends nothing",
-            choices=("off", "on", "omit"),
         ),
         Option(
             "llama_threads",
@@ -246,36 +239,5 @@ OPTIONS: tuple[Option, ...] = (
             "tokenizer.json (or its folder, with the chat template in tokenizer_config.json) that "
             "counts tokens for --endpoint servers without a /tokenize route",
         ),
-    ),
-    *topic(
-        "Sampling",
-        Option(
-            "val_n",
-            "--val-n",
-            12,
-            "generations per problem (N); BFCL and GAIA: 1 unless given",
-            int,
-            applies_to=(*AIME, "bfcl", "gaia"),
-            instead="--datagen-solve",
-        ),
-        Option(
-            "temperature",
-            "--temperature",
-            1.0,
-            "sampling temperature; BFCL: 0.001, GAIA and datagen: 0.0 unless given",
-            float,
-        ),
-        Option("top_p", "--top-p", 0.7, "nucleus sampling top-p", float),
-        Option("top_k", "--top-k", -1, "top-k (<= 0: off, and not sent to endpoints)", int),
-        Option(
-            "max_tokens",
-            "--max-tokens",
-            8192,
-            "max new tokens per completion; BFCL: 1024, datagen: 512 unless given",
-            int,
-            applies_to=("aime25:text-only", "bfcl", "datagen"),
-            instead="--max-assistant-tokens",
-        ),
-        Option("seed", "--seed", 42, "run seed; sample j of problem p uses hash(seed, p, j)", int),
     ),
 )

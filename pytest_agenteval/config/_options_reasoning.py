@@ -1,13 +1,22 @@
-"""Reasoning models: how a reply's reasoning is told from its answer (part of the one
-table: `table.py`). --thinking, which asks for the reasoning, is a model option."""
+"""Reasoning models: --thinking asks a model for its reasoning, --think-tags tells the
+reasoning from the answer (part of the one table: `table.py`)."""
 
 from __future__ import annotations
 
-from pytest_agenteval.config.option import Option, topic
+from pytest_agenteval.config.option import Option, group, topic
 
-OPTIONS: tuple[Option, ...] = (
+OPTIONS: tuple[Option, ...] = group(
+    "reasoning",
     *topic(
         "Reasoning",
+        Option(
+            "thinking",
+            "--thinking",
+            "off",
+            "chat-template thinking: off sends chat_template_kwargs.enable_thinking=false, "
+            "omit sends nothing",
+            choices=("off", "on", "omit"),
+        ),
         Option(
             "think_tags",
             "--think-tags",

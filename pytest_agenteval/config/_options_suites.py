@@ -1,10 +1,40 @@
-"""BFCL, GAIA and generated-data options (part of the one table: `table.py`)."""
+"""The options of one suite each: AIME 2025, BFCL, GAIA and generated data (part of the one
+table: `table.py`)."""
 
 from __future__ import annotations
 
-from pytest_agenteval.config.option import Option, topic
+from pytest_agenteval.config.option import Option, group, topic
+from pytest_agenteval.config.table_scopes import AIME
 
-OPTIONS: tuple[Option, ...] = (
+OPTIONS: tuple[Option, ...] = group(
+    "suites",
+    *topic(
+        "AIME 2025",
+        Option(
+            "mode",
+            "--mode",
+            "retool",
+            "AIME inference mode: retool (the ReTool lab's default: Python between turns) or text-only",
+            choices=("retool", "text-only"),
+        ),
+        Option(
+            "scorer",
+            "--scorer",
+            "auto",
+            "AIME scorer: boxed-integer (text-only rule), "
+            "math-verify-tail (ReTool reward rule), auto (the mode's own)",
+            choices=("auto", "boxed-integer", "math-verify-tail"),
+        ),
+        Option(
+            "dataset_path",
+            "--dataset-path",
+            None,
+            "AIME data: a JSONL or parquet file or a save_to_disk folder (default: the hub id)",
+        ),
+        Option("dataset_id", "--dataset-id", "yentinglin/aime_2025", "AIME hub dataset id"),
+        Option("dataset_revision", "--dataset-revision", None, "hub revision (commit or tag)"),
+        applies_to=AIME,
+    ),
     *topic(
         "BFCL",
         Option(

@@ -25,7 +25,10 @@ class Option:
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
     multiple: bool = False  # repeatable on the command line; a list (one per line) in the ini
-    topic: str = ""  # the heading it is listed under in docs/options.md
+    # The `pytest --help` group it is listed in (`agenteval: <group>`), one `##` heading of
+    # docs/options.md; and its topic there, a `###` heading (none where it is the group's title)
+    group: str = ""
+    topic: str = ""
     # The suites (and modes) it has an effect on, as `suite_tag` names them: empty for every
     # suite. Set by the user while none of them is selected, it is a start-up warning.
     applies_to: tuple[str, ...] = ()
@@ -119,3 +122,9 @@ def topic(title: str, *options: Option, applies_to: tuple[str, ...] = ()) -> tup
         dataclasses.replace(option, topic=title, applies_to=option.applies_to or applies_to)
         for option in options
     )
+
+
+def group(title: str, *options: Option) -> tuple[Option, ...]:
+    """The options of one `pytest --help` group (`agenteval: <title>`), its topics in the
+    order --help and docs/options.md list them."""
+    return tuple(dataclasses.replace(option, group=title) for option in options)

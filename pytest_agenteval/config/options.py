@@ -49,8 +49,10 @@ def unused_options(settings: Settings, tags: Collection[str]) -> list[str]:
 
 
 def register(parser: pytest.Parser) -> None:
-    group = parser.getgroup(GROUP, "agenteval: benchmarks as test suites")
+    """Every option in its --help group, `agenteval: <group>` (`agenteval-<group>` to pytest),
+    the groups in the table's order."""
     for option in OPTIONS:
+        group = parser.getgroup(f"{GROUP}-{option.group.replace(' ', '-')}", f"{GROUP}: {option.group}")
         kwargs: dict[str, Any] = {
             "dest": _dest(option),
             "help": help_text(option).replace("%", "%%"),  # argparse formats help with %

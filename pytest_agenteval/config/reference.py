@@ -21,7 +21,8 @@ Do not edit: tests/core/test_options.py fails when this file differs from the ge
 Every option is a command-line flag and an ini key of the same name: the flag without its
 leading dashes, dashes as underscores. `--val-n 4` on the command line is `val_n = 4` under
 `[pytest]` in pytest.ini, tox.ini or setup.cfg (`[tool.pytest.ini_options]` in
-pyproject.toml). The command line wins over the ini file.
+pyproject.toml). The command line wins over the ini file. Each `##` section below is one
+group of `pytest --help` (`agenteval: model`, `agenteval: sampling`, ...), in the same order.
 
 - A `bool` option is a flag on the command line (`--serve`); in the ini file write `true` or
   `false`.
@@ -75,14 +76,21 @@ def _row(option: Option) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+HEADER = "| Flag | Ini key | Type | Default | Suites | Help |\n| --- | --- | --- | --- | --- | --- |"
+
+
 def render() -> str:
-    """The whole reference: one table per topic."""
+    """The whole reference: a section per --help group, one table per topic in it (under
+    its own heading, unless the topic is the group's title)."""
     parts = [INTRO]
-    topics = list(dict.fromkeys(option.topic for option in OPTIONS))
-    for title in topics:
-        rows = [_row(option) for option in OPTIONS if option.topic == title]
-        header = "| Flag | Ini key | Type | Default | Suites | Help |\n| --- | --- | --- | --- | --- | --- |"
-        parts.append(f"## {title}\n\n{header}\n" + "\n".join(rows) + "\n")
+    for group in dict.fromkeys(option.group for option in OPTIONS):
+        title = group[0].upper() + group[1:]
+        parts.append(f"## {title}\n")
+        members = [option for option in OPTIONS if option.group == group]
+        for topic in dict.fromkeys(option.topic for option in members):
+            heading = "" if topic == title else f"### {topic}\n\n"
+            rows = [_row(option) for option in members if option.topic == topic]
+            parts.append(f"{heading}{HEADER}\n" + "\n".join(rows) + "\n")
     return "\n".join(parts)
 
 

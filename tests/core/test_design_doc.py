@@ -1,5 +1,5 @@
 """The architecture as written down matches the tree: docs/design.md names every package
-once and in the order of the import-linter layers, no module outgrows 500 lines, and a
+once and in the order of the import-linter layers, no module outgrows 500 lines without saying why, and a
 contract breaks when a lower layer imports a higher one."""
 
 from __future__ import annotations
@@ -54,11 +54,17 @@ def test_the_design_doc_gives_each_package_its_import_linter_layer() -> None:
         assert layer == expected[top], name
 
 
-def test_no_module_is_over_500_lines() -> None:
+LONG_MODULE_REASON = re.compile(r"^# One concept, over 500 lines: \S.*")
+
+
+def test_no_module_is_over_500_lines_unless_its_first_line_says_why() -> None:
+    """A module over 500 lines is allowed where its concept is one: its first line is a
+    comment `# One concept, over 500 lines: <why>`."""
     long = {
         path.relative_to(ROOT).as_posix(): n
         for path in PACKAGE.rglob("*.py")
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500
+        if (n := len(lines := path.read_text(encoding="utf-8").splitlines())) > 500
+        and not LONG_MODULE_REASON.match(lines[0])
     }
     assert long == {}
 
@@ -112,3 +118,64 @@ def test_the_tree_keeps_every_contract() -> None:
     result = subprocess.run([lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "BROKEN" not in result.stdout
+
+
+FEATURE_ROW = re.compile(
+    r"^\| (?P<feature>[^|`][^|]*) \| (?P<code>[^|]*`[^|]*) \| (?P<options>[^|]*) "
+    r"\| (?P<tests>[^|]*) \| (?P<docs>[^|]*) \|$"
+)
+FEATURES = (
+    "cost",
+    "budgets",
+    "batch",
+    "AIMD",
+    "sweeps",
+    "shards and merge",
+    "reasoning",
+    "presets",
+    "launched servers",
+    "the sandbox",
+    "the generation cache",
+)
+
+
+def feature_map() -> dict[str, dict[str, list[str]]]:
+    """The feature table of docs/design.md: feature -> column -> the paths it names."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split("## Where each feature lives", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if (m := FEATURE_ROW.match(line)) and m["feature"] != "feature":
+            rows[m["feature"].split(" (")[0]] = {
+                "code": re.findall(r"`([^`]+)`", m["code"]),
+                "options": re.findall(r"`([^`]+)`", m["options"]),
+                "tests": re.findall(r"`([^`]+)`", m["tests"]),
+                "docs": re.findall(r"\]\(([^)#]+)", m["docs"]),
+            }
+    return rows
+
+
+def test_the_feature_map_lists_each_feature() -> None:
+    assert tuple(feature_map()) == FEATURES
+
+
+def test_every_file_the_feature_map_names_exists() -> None:
+    missing = []
+    for feature, columns in feature_map().items():
+        assert all(columns.values()), f"{feature}: a column names nothing"
+        paths = [PACKAGE / p for p in columns["code"] + columns["options"]]
+        paths += [ROOT / p for p in columns["tests"]] + [ROOT / "docs" / p for p in columns["docs"]]
+        missing += [f"{feature}: {p.relative_to(ROOT)}" for p in paths if not p.exists()]
+    assert missing == []
+
+
+def test_every_module_of_a_features_own_package_is_on_the_map() -> None:
+    """The packages that hold one feature each have no module the map leaves out."""
+    named = {p for columns in feature_map().values() for p in columns["code"]}
+    for package in ("models/cost", "models/serve"):
+        modules = {
+            p.relative_to(PACKAGE).as_posix()
+            for p in (PACKAGE / package).glob("*.py")
+            if p.name != "__init__.py"
+        }
+        assert modules - named == set(), package

@@ -39,6 +39,10 @@ OTHER_PLUGINS_INI = {
 }
 
 
+# The `pytest --help` groups, in order: one a concept a user recognizes
+HELP_GROUPS = ("model", "sampling", "reasoning", "run", "output and gates", "cost", "cluster", "suites")
+
+
 def _settings(pytester: pytest.Pytester, ini: str, *args: str) -> tuple[Settings, list[str]]:
     """Settings read from a real pytest config (ini file and command line), and the warnings
     pytest recorded while they were read, as `Category: message`."""
@@ -181,7 +185,12 @@ def test_the_reference_lists_every_option_under_its_topic() -> None:
     ) in text
     assert "| `--seed` | `seed` | int | `42` | all |" in text
     assert "agenteval_gates" not in text  # one ini key per option, no renamed twins
-    assert text.index("## Sampling") < text.index("`--val-n`") < text.index("## Problem selection")
+    assert text.index("\n## Sampling\n") < text.index("`--val-n`") < text.index("\n## Run\n")
+    # the finer topics are sub-headings of their --help group's section
+    assert text.index("\n## Run\n") < text.index("\n### Problem selection\n") < text.index("\n## Output")
+    assert text.index("\n## Suites\n") < text.index("\n### AIME 2025\n")
+    sections = [line[3:] for line in text.splitlines() if line.startswith("## ")]
+    assert sections == [group.capitalize() for group in HELP_GROUPS]
 
 
 def test_pytest_help_shows_each_default(pytester: pytest.Pytester) -> None:
@@ -199,3 +208,31 @@ def test_pytest_help_shows_each_default(pytester: pytest.Pytester) -> None:
         "(a localhost endpoint: per machine, shared by the workers there) (default: 32)",
     ):
         assert shown in text, shown
+
+
+def _help_groups(help_text: str) -> dict[str, list[str]]:
+    """The agenteval groups of `pytest --help`, in order: heading -> the flags listed under it."""
+    groups: dict[str, list[str]] = {}
+    flags: list[str] | None = None
+    for line in help_text.splitlines():
+        if line and not line[0].isspace():  # a heading (or pytest's usage and closing lines)
+            flags = groups.setdefault(line[:-1], []) if line.startswith("agenteval: ") else None
+        elif flags is not None and line.startswith("  --"):
+            flags.append(line.split()[0].split("=")[0])
+    return groups
+
+
+def test_pytest_help_lists_the_options_in_eight_groups(pytester: pytest.Pytester) -> None:
+    """`pytest --help` listed every option in one group, in 18 topics cut by file size
+    (--presence-penalty among the presets, --thinking among the model's options): now one
+    group per concept, in the table's order, each flag in exactly one."""
+    result = pytester.runpytest("--help")
+    groups = _help_groups(result.stdout.str())
+    assert list(groups) == [f"agenteval: {group}" for group in HELP_GROUPS]
+    assert "--presence-penalty" in groups["agenteval: sampling"]
+    assert "--agenteval-preset" in groups["agenteval: sampling"]
+    assert groups["agenteval: reasoning"] == ["--thinking", "--think-tags"]
+    assert "--batch" in groups["agenteval: cost"] and "--max-cost" in groups["agenteval: cost"]
+    assert "--agenteval-gate" in groups["agenteval: output and gates"]
+    listed = [flag for flags in groups.values() for flag in flags]
+    assert listed == [option.flag for option in OPTIONS]

@@ -1,0 +1,76 @@
+"""Output and gates: the results file, the threshold gates, the baseline comparison and
+the progress line (part of the one table: `table.py`)."""
+
+from __future__ import annotations
+
+from pytest_agenteval.config.option import Option, group, topic
+
+
+def share(text: str) -> float:
+    """A share of generations: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("a share of the generations: give a number from 0 to 1, e.g. 0.1")
+    return value
+
+
+share.annotation = float  # type: ignore[attr-defined]  # the Settings attribute
+
+
+OPTIONS: tuple[Option, ...] = group(
+    "output and gates",
+    *topic(
+        "Results, gates and baselines",
+        Option(
+            "out",
+            "--agenteval-out",
+            None,
+            "results JSONL (default: agenteval-results/<suite>-<model>-<time>-<pid>.jsonl)",
+            local=True,
+        ),
+        Option(
+            "gates",
+            "--agenteval-gate",
+            (),
+            'threshold gate, e.g. "aime25.average_at_n >= '
+            "0.30\" (repeatable; with a gate the exit status is the gate's)",
+            multiple=True,
+            local=True,
+        ),
+        Option(
+            "compare",
+            "--agenteval-compare",
+            None,
+            "baseline results JSONL: fail on a significant drop (paired bootstrap over shared problems)",
+            local=True,
+        ),
+        Option(
+            "compare_tolerance",
+            "--agenteval-compare-tolerance",
+            0.0,
+            "drop in a headline metric tolerated before the baseline comparison fails",
+            float,
+            local=True,
+        ),
+        Option(
+            "length_warn_share",
+            "--length-warn-share",
+            0.1,
+            "warn in the summary when more than this share of a suite's generations hit max_tokens "
+            "(the budget, not the model, decided the score)",
+            share,
+            local=True,
+        ),
+        Option(
+            "progress",
+            "--agenteval-progress",
+            "auto",
+            "live progress line: auto (redrawn in place on a terminal, a line every 30 s otherwise), "
+            "off, or SECONDS between lines (also off with -q -q)",
+            local=True,
+        ),
+    ),
+)
