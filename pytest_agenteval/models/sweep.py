@@ -48,6 +48,12 @@ def marker_name(label: str) -> str:
     return "model_" + re.sub(r"\W", "_", label)
 
 
+def item_label(nodeid: str, labels: Sequence[str]) -> str | None:
+    """The sweep model an item belongs to, by its node id (`...::test_aime25[step-200:12]`
+    -> `step-200`); None: an item of no model in `labels`."""
+    return next((label for label in labels if f"[{label}:" in nodeid), None)
+
+
 def _split_label(value: str) -> tuple[str | None, str]:
     """`LABEL=PATH` -> (LABEL, PATH); a value without a label part -> (None, value)."""
     label, sep, rest = value.partition("=")

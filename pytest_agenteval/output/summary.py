@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import resource
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -218,6 +217,8 @@ def selection_hash(nodeids: Iterable[str]) -> str:
 
 def harness_usage() -> dict[str, float]:
     """This process's own peak memory and CPU time so far."""
+    import resource  # POSIX only: imported here, so the plugin itself imports anywhere
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "controller_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),

@@ -14,10 +14,16 @@ import pytest
 from pytest_agenteval.api.records import counted_usage, problem_from_dict
 from pytest_agenteval.models.cost.budget import BudgetLedger, Limits, RunBudget
 from pytest_agenteval.models.cost.prices import PriceError, billed_name, format_usd, load_prices
+from pytest_agenteval.plugin import hosts
 from pytest_agenteval.plugin.items import suite_of
 
 LEDGER_KEY = "agenteval_budget_ledger"  # workerinput: the ledger file's path
 SELECTION_KEY = "agenteval_estimate_selection"  # workeroutput: items selected per suite
+# The ledger is a file on this machine: a worker on another one could not share it.
+LEDGER_REFUSAL = (
+    "--max-cost/--max-total-tokens: the budget's ledger is a file on this machine, which the "
+    "remote worker --tx {tx} cannot share; run a budgeted run's workers on one machine"
+)
 
 
 def check_settings(settings: Any) -> None:
@@ -80,7 +86,7 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     check_priced(settings, choice)
     ledger = None
     if limits.any and not config.option.collectonly:
-        _refuse_remote_workers(config)
+        hosts.refuse_remote_workers(config, LEDGER_REFUSAL)
         ledger = BudgetLedger.create(limits)
         config.add_cleanup(ledger.remove)
         runtime.budget = RunBudget(ledger, load_prices(settings.prices))
@@ -90,22 +96,6 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     if settings.estimate:
         config.pluginmanager.register(EstimateSampler(settings), "agenteval-estimate-sampler")
     config.pluginmanager.register(CostReport(settings, ledger), "agenteval-cost")
-
-
-def _refuse_remote_workers(config: pytest.Config) -> None:
-    """The ledger is a file on this machine: a worker on another one could not share it."""
-    try:
-        import execnet
-    except ImportError:
-        return
-    from pytest_agenteval.plugin.hosts import host_of
-
-    for tx in config.getoption("tx", None) or []:
-        if host_of(execnet.XSpec(tx)) != "localhost":
-            raise pytest.UsageError(
-                f"--max-cost/--max-total-tokens: the budget's ledger is a file on this machine, which the "
-                f"remote worker --tx {tx} cannot share; run a budgeted run's workers on one machine"
-            )
 
 
 def sample_positions(count: int, sample: int) -> list[int]:

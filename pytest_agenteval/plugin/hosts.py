@@ -155,16 +155,21 @@ def on_worker(settings: Settings, workerinput: Mapping[str, Any]) -> Settings:
     return dataclasses.replace(settings, **paths) if paths else settings
 
 
-def refuse_remote_workers(config: pytest.Config) -> None:
-    """A launched server listens on the controller's loopback only: a worker on another
-    machine (`--tx ssh=...`) could not reach it."""
+SERVE_REFUSAL = (
+    "--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
+    "reach; start a server every host can reach and pass --endpoint URL instead"
+)
+
+
+def refuse_remote_workers(config: pytest.Config, reason: str = SERVE_REFUSAL) -> None:
+    """A usage error where a worker runs on another machine (an xdist `--tx` other than a
+    local popen) while something of the run lives on this one only: by default a launched
+    server, which listens on the controller's loopback. `reason` is the message, with
+    `{tx}` standing for the worker's spec."""
     try:
         import execnet
     except ImportError:
         return
     for tx in config.getoption("tx", None) or []:
         if host_of(execnet.XSpec(tx)) != "localhost":
-            raise pytest.UsageError(
-                f"--serve launches on this machine's 127.0.0.1, which the remote worker --tx {tx} cannot "
-                "reach; start a server every host can reach and pass --endpoint URL instead"
-            )
+            raise pytest.UsageError(reason.format(tx=tx))

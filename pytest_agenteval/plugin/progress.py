@@ -80,13 +80,6 @@ def _completion_tokens(generation: dict[str, Any]) -> int:
     return counted_usage(0, generation.get("completion_tokens"), generation)[1]
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
 @dataclass
 class Rates:
     """Generations and tokens per second over the last WINDOW_S seconds."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.api.records import ProblemRecord, problem_from_dict
-from pytest_agenteval.models.sweep import SweepModel
+from pytest_agenteval.models.sweep import SweepModel, item_label
 from pytest_agenteval.output import terminal
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate, evaluate_sweep_gate
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path
@@ -25,11 +25,6 @@ def labelled_path(path: Path, label: str) -> Path:
     """--agenteval-out PATH in a sweep: PATH with `-LABEL` before the suffix
     (`out/run.jsonl` -> `out/run-step-200.jsonl`)."""
     return path.with_name(f"{path.stem}-{label}{path.suffix}")
-
-
-def model_of(nodeid: str, labels: Sequence[str]) -> str | None:
-    """The label of a sweep item's node id (`...::test_aime25[step-200:12]`)."""
-    return next((label for label in labels if f"[{label}:" in nodeid), None)
 
 
 class SweepResults:
@@ -87,7 +82,7 @@ class SweepResults:
                 continue  # deselected (-m, -k): no block, no file
             per_label[label] = records
             settings = model_settings(c.settings, SweepModel(label, sources.get(label, "")))
-            own_missing = [n for n in missing if model_of(n, [label])]
+            own_missing = [n for n in missing if item_label(n, [label])]
             whole = functools.partial(self._whole, label)
             summaries = c.suite_summaries(records, own_missing, interrupted, choice, settings, whole)
             for summary in summaries:

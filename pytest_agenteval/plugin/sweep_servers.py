@@ -16,6 +16,7 @@ import pytest
 from pytest_agenteval.models import ModelChoice
 from pytest_agenteval.models.choice import served_choice
 from pytest_agenteval.models.serve.handoff import PENDING_KEY, is_ready
+from pytest_agenteval.models.sweep import item_label
 from pytest_agenteval.output.results import RESULTS_DIR
 
 SWEEP_SERVERS = pytest.StashKey[Any]()  # models.serve.sweep_launch.SweepServers
@@ -100,11 +101,6 @@ def model_ready(choices: Mapping[str, ModelChoice]) -> Callable[[str], bool]:
     return ready
 
 
-def label_of(nodeid: str, labels: Sequence[str]) -> str | None:
-    """The sweep model of an item id (`test_aime25[step-200:12]` -> step-200)."""
-    return next((label for label in labels if f"[{label}:" in nodeid), None)
-
-
 class SweepServePlugin:
     """Controller hooks: each model's item count after collection, each finished item."""
 
@@ -119,7 +115,7 @@ class SweepServePlugin:
         self.counted = True
         counts: dict[str, int] = {}
         for nodeid in nodeids:
-            label = label_of(nodeid, self.labels)
+            label = item_label(nodeid, self.labels)
             if label is not None:
                 counts[label] = counts.get(label, 0) + 1
         self.servers.expect(counts)
@@ -134,7 +130,7 @@ class SweepServePlugin:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "teardown":
-            label = label_of(report.nodeid, self.labels)
+            label = item_label(report.nodeid, self.labels)
             if label is not None:
                 self.servers.finished(label)
 

@@ -94,9 +94,6 @@ class Runtime:
         """The reference model's sampler if something started it."""
         return self._samplers.get(next(iter(self.models)))
 
-    def started_samplers(self) -> list[Any]:
-        return list(self._samplers.values())
-
     def sampler_for(self, label: str) -> Any:
         """The sampler of model `label` (a sweep's; "" in a one-model run), started when
         first asked for. Every model's goes under the budget and the one generation cache,

@@ -125,13 +125,6 @@ def make_perturbed_gguf(
     return out
 
 
-def gguf_type(path: Path) -> str:
-    """`general.type` of a gguf ("model", "adapter", ...; "model" when absent)."""
-    from pytest_agenteval.models.gguf import gguf_general_type
-
-    return gguf_general_type(path)
-
-
 def make_hf_checkpoint(out: Path, *, base: Path | None = None) -> Path:
     """The gguf `base` (default: the embedded model) dequantized to fp32 and saved with
     transformers' save_pretrained in the folder `out` (needs torch and transformers)."""

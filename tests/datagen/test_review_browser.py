@@ -254,12 +254,14 @@ def test_math_is_typeset_in_every_delimiter_and_bare(browser: Any, tmp_path: Pat
         assert tex_of(browser, "answer-rendered") == ["30"]
         assert tex_of(browser, "solution-rendered") == ["\\boxed{30}"]
         assert not browser.find_elements(By.CSS_SELECTOR, ".katex-error")
-        assert browser.save_screenshot("/tmp/review_katex_delimiters.png")
+        assert browser.save_screenshot(str(tmp_path / "review_katex_delimiters.png"))
     finally:
         review.stop()
 
 
-def test_a_fraction_is_typeset_and_the_toggle_shows_the_source(browser: Any, server: ReviewServer) -> None:
+def test_a_fraction_is_typeset_and_the_toggle_shows_the_source(
+    browser: Any, server: ReviewServer, tmp_path: Path
+) -> None:
     open_page(browser, server.url)
     fraction = browser.find_element(By.CSS_SELECTOR, "#problem-rendered .katex .mfrac")
     assert fraction.is_displayed() and not browser.find_element(By.ID, "problem").is_displayed()
@@ -268,7 +270,7 @@ def test_a_fraction_is_typeset_and_the_toggle_shows_the_source(browser: Any, ser
     wait_for(lambda: browser.execute_script("return document.fonts.check('16px KaTeX_Main')"))
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert f"{server.url}katex/fonts/KaTeX_Main-Regular.woff2" in loaded
-    assert browser.save_screenshot("/tmp/review_katex.png")
+    assert browser.save_screenshot(str(tmp_path / "review_katex.png"))
     keys(browser, "s")
     assert text(browser, "problem") == "Find $x$ with \\frac{x}{3} = 10."
     assert not fraction.is_displayed()

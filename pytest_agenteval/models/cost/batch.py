@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
 import time
@@ -214,6 +213,8 @@ class BatchLedger:
     def locked(self) -> Iterator[None]:
         """One process at a time sends and collects (xdist workers share the folder): the
         others wait, then find the generations in the cache."""
+        import fcntl  # POSIX only: imported here so that the plugin imports without it
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_suffix(".lock"), "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)

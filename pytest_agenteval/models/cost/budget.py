@@ -17,7 +17,6 @@ and is not charged, so a rerun with a higher budget pays only for what is missin
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import tempfile
@@ -95,6 +94,8 @@ class BudgetLedger:
 
     def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:
         """Read, change and write the ledger under an exclusive lock; `change`'s result."""
+        import fcntl  # POSIX only: imported here so that the plugin imports without it
+
         with self.path.open("r+", encoding="utf-8") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:

@@ -83,7 +83,6 @@ class WaitingSampler:
         self._inner: Any = None
         self._error: str | None = None
         self._lock: asyncio.Lock | None = None
-        self._since = time.monotonic()  # the wait counts from the first call
 
     async def _sampler(self) -> Any:
         if self._inner is not None:
