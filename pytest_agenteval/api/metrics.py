@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from pytest_agenteval.api.records import ProblemRecord
 from pytest_agenteval.stats.bootstrap import ratio_bootstrap
 from pytest_agenteval.stats.pass_at_k import mean_pass_at_k
-from pytest_agenteval.stats.pass_at_k import unbiased_pass_at_k as unbiased_pass_at_k  # since 0.1
+from pytest_agenteval.stats.pass_at_k import unbiased_pass_at_k as unbiased_pass_at_k
 from pytest_agenteval.stats.proportions import clustered_proportion
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BOOTSTRAP_ITERATIONS = 1000
 
@@ -100,6 +101,7 @@ def maj_at_n(records: Sequence[ProblemRecord]) -> float | None:
 
 
 def _per_problem_arrays(records: Sequence[ProblemRecord]) -> dict[str, np.ndarray]:
+    import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
     return {
         "generations": np.array([len(r.generations) for r in records], dtype=np.int64),
         "correct": np.array([r.num_correct for r in records], dtype=np.int64),
@@ -171,6 +173,7 @@ def accuracy_intervals(
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
     if not sorted_values:
         return None
     return float(np.percentile(np.asarray(sorted_values), q))

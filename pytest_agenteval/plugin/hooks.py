@@ -40,7 +40,7 @@ from pytest_agenteval.plugin.stealing import STEAL_LOCK
 from pytest_agenteval.run.runtime import Runtime
 from pytest_agenteval.tasks.bfcl_pin import bfcl_eval_version, version_warning
 from pytest_agenteval.tasks.markers import MARKERS
-from pytest_agenteval.tasks.registry import remember
+from pytest_agenteval.tasks.registry import forget_suites, remember
 
 pytest_plugins = ("pytest_agenteval.plugin.remote_args",)  # the args xdist sends to remote workers
 RUNTIME = pytest.StashKey[Runtime]()
@@ -79,6 +79,7 @@ def _share(config: pytest.Config, total: int, per_host: bool = False) -> int:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    forget_suites()  # a second session in this process (pytest.main again) starts afresh
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     if config.option.help or getattr(config.option, "version", False):

@@ -142,6 +142,12 @@ class SuiteImportError(Exception):
     results; the message is one line naming the module, the exception and the fix."""
 
 
+def forget_suites() -> None:
+    """A new pytest session in this process (`pytest.main` called again, pytester's
+    in-process runs) sees only its own suites, never the last session's objects."""
+    _instances.clear()
+
+
 def remember(suite: Suite) -> None:
     """Suites seen during collection in this process (covers user-defined suites
     when the controller is also the only worker)."""

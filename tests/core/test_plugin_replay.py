@@ -126,7 +126,7 @@ def test_limit_takes_the_first_problems_in_dataset_order(run_suite, replay: Path
 
 
 def test_markers_and_collect_only(aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path) -> None:
-    result = aime_suite.runpytest_subprocess(
+    result = aime_suite.runpytest_inprocess(
         "--co",
         "-q",
         "-m",
@@ -141,7 +141,7 @@ def test_markers_and_collect_only(aime_suite: pytest.Pytester, tiny_aime: Path, 
 
 def test_ini_file_sets_options(aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path) -> None:
     aime_suite.makeini(f"[pytest]\nlimit = 1\nmodel_path = replay:{replay}\n")
-    result = aime_suite.runpytest_subprocess(f"--dataset-path={tiny_aime}", "--agenteval-out=r.jsonl")
+    result = aime_suite.runpytest_inprocess(f"--dataset-path={tiny_aime}", "--agenteval-out=r.jsonl")
     result.assert_outcomes(passed=1)
     _, (summary,) = read_results(aime_suite.path / "r.jsonl")
     assert summary["config"]["limit"] == 1
@@ -150,7 +150,7 @@ def test_ini_file_sets_options(aime_suite: pytest.Pytester, tiny_aime: Path, rep
 def test_default_results_name_carries_suite_model_and_time(
     aime_suite: pytest.Pytester, tiny_aime: Path, replay: Path
 ) -> None:
-    aime_suite.runpytest_subprocess(f"--dataset-path={tiny_aime}", f"--model-path=replay:{replay}")
+    aime_suite.runpytest_inprocess(f"--dataset-path={tiny_aime}", f"--model-path=replay:{replay}")
     (path,) = aime_suite.path.glob("agenteval-results/*.jsonl")
     assert path.name.startswith("aime25-replay-replay-2")
     lines = path.read_text().splitlines()
@@ -205,7 +205,7 @@ def test_a_user_suite_is_summarised_by_its_own_code_under_xdist(
     pytester: pytest.Pytester, tiny_aime: Path, replay: Path, workers: str
 ) -> None:
     pytester.makepyfile(test_custom=CUSTOM_SUITE)
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         f"--dataset-path={tiny_aime}", f"--model-path=replay:{replay}", "-n", workers,
         "--agenteval-out=r.jsonl", "--agenteval-gate", "custom.custom_metric >= 0.5",
     )  # fmt: skip

@@ -62,7 +62,7 @@ def test_llama_cpp_in_process_applies_it() -> None:
 
 
 def test_an_sdk_sampler_refuses_it_at_start_up(aime_suite: pytest.Pytester) -> None:
-    result = aime_suite.runpytest_subprocess(
+    result = aime_suite.runpytest_inprocess(
         "--model-path=tinker://run-1/sampler_weights/000100",
         "--base-model=Qwen/Qwen3-0.6B",
         "--presence-penalty=1.5",
@@ -83,6 +83,6 @@ def test_the_transformers_backend_refuses_it(pytester: pytest.Pytester) -> None:
 
 
 def test_out_of_range_is_a_start_up_error(aime_suite: pytest.Pytester) -> None:
-    result = aime_suite.runpytest_subprocess("--presence-penalty=2.5")
+    result = aime_suite.runpytest_inprocess("--presence-penalty=2.5")
     assert result.ret == 4
     assert "ERROR: --presence-penalty must be within -2 to 2, got 2.5" in result.stderr.lines

@@ -153,7 +153,7 @@ def test_the_preset_is_part_of_the_shard_config_hash(
 
 
 def test_an_unknown_preset_is_one_start_up_line(aime_suite: pytest.Pytester) -> None:
-    result = aime_suite.runpytest_subprocess("--agenteval-preset=qwen3")
+    result = aime_suite.runpytest_inprocess("--agenteval-preset=qwen3")
     assert result.ret == 4
     assert [line for line in result.stderr.lines if line.startswith("ERROR")] == [
         "ERROR: --agenteval-preset: 'qwen3' is not a preset: choose one of retool-lab, qwen3-thinking, "

@@ -119,6 +119,7 @@ def test_without_a_terminal_a_line_every_few_seconds(run_suite, slow_server: Ope
         "--val-n=4",
         "--concurrency=1",
         "--agenteval-progress=1",
+        subprocess=True,  # the line goes to the process's own stdout, which no in-process run captures
     )
     lines = [line for line in result.stdout.lines if line.startswith("agenteval ")]
     assert len(lines) >= 3 and all(LINE.fullmatch(line) for line in lines), lines
@@ -254,6 +255,7 @@ def test_long_agentic_items_show_turns_tool_calls_and_tokens_moving(run_suite, w
             "--sandbox-timeout=5",
             "--agenteval-progress=0.5",
             *workers,
+            subprocess=True,  # the line goes to the process's own stdout
         )
     lines = [line for line in result.stdout.lines if line.startswith("agenteval ")]
     seen = [AGENTIC.fullmatch(line) for line in lines]

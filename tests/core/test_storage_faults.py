@@ -123,8 +123,8 @@ def test_a_full_disk_under_the_results_file_writes_it_to_the_rescue_folder(
     monkeypatch.setenv("TMPDIR", str(pytester.path / "tmp"))
     (pytester.path / "tmp").mkdir()
     with OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as server:
-        result, out = run_suite(
-            f"--endpoint={server.url}", "--val-n=2", "-n", workers, out="out/results.jsonl"
+        result, out = run_suite(  # a process of its own: tempfile reads TMPDIR once per process
+            f"--endpoint={server.url}", "--val-n=2", "-n", workers, out="out/results.jsonl", subprocess=True
         )
     (rescued,) = (pytester.path / "tmp").glob("agenteval-rescue-*/results.jsonl")  # its own private folder
     assert rescued.parent.stat().st_mode & 0o777 == 0o700
@@ -158,7 +158,9 @@ def test_a_results_folder_turning_read_only_mid_run_loses_nothing(
     (pytester.path / "tmp").mkdir()
     try:
         with OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as server:
-            result, out = run_suite(f"--endpoint={server.url}", "--val-n=2", "-n", workers, out="out/r.jsonl")
+            result, out = run_suite(  # a process of its own: tempfile reads TMPDIR once per process
+                f"--endpoint={server.url}", "--val-n=2", "-n", workers, out="out/r.jsonl", subprocess=True
+            )
     finally:
         while _run(["umount", str(folder)]).returncode == 0:
             pass

@@ -34,7 +34,7 @@ def test_summarize_sees_the_texts_only_when_the_suite_asks(pytester, tiny_aime, 
     pytester.makepyfile(test_lengths=SUITE.format(reads=reads))
     out = pytester.path / "results.jsonl"
     with OpenAITestServer(ServerConfig(answer=ANSWER)) as server:
-        pytester.runpytest_subprocess(
+        pytester.runpytest_inprocess(
             "-p",
             "no:cacheprovider",
             f"--dataset-path={tiny_aime}",
@@ -92,7 +92,7 @@ def test_a_plain_suite_gets_the_default_summary_and_may_add_to_it(
     pytester.makepyfile(test_mine=OWN_SUITE.format(summarize=summarize))
     out = pytester.path / "results.jsonl"
     with OpenAITestServer(ServerConfig(answer=ANSWER)) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             "-p",
             "no:cacheprovider",
             f"--dataset-path={tiny_aime}",
