@@ -218,7 +218,7 @@ def test_aime25(evaluation):
 def test_a_sandbox_failure_is_an_error_not_a_wrong_answer(pytester, tiny_aime) -> None:
     pytester.makepyfile(test_broken=BROKEN_SANDBOX)
     with OpenAITestServer(ServerConfig(script=ScriptedToolModel(_solve_with_tool("print(70)")))) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             f"--dataset-path={tiny_aime}", f"--endpoint={server.url}", "--limit=1",
             "--val-n=1", "--agenteval-out=r.jsonl",
         )  # fmt: skip

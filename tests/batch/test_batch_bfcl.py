@@ -11,6 +11,10 @@ from pytest_agenteval.testing import BatchConfig
 from tests.batch.conftest import ledger, metrics, run_against
 
 pytest.importorskip("tree_sitter", reason="BFCL java/javascript decoding needs: pip install -e '.[bfcl]'")
+# Imported here, outside the in-process runs: pytester drops what a run imported when it
+# ends, so each run would import BFCL (its data, tree-sitter) afresh and leave the old copy
+# for the garbage collector.
+import pytest_agenteval.tasks.bfcl.suite  # noqa: E402, F401
 
 SUITE = """
 from pytest_agenteval.tasks.bfcl.suite import Bfcl

@@ -7,11 +7,28 @@ from __future__ import annotations
 import pytest
 
 from pytest_agenteval.testing import BatchConfig, OpenAITestServer, ServerConfig
+from tests.conftest import read_results
 from tests.datagen import scripted
-from tests.suites.test_datagen_suite import SUITE, judges, run
+from tests.suites.test_datagen_suite import SUITE, judges
 
 PROBES = 2  # one per kind (pointwise, pairwise): the first json_schema call, answered
 JUDGE_CALLS = 9  # 3 items x (1 pointwise + 1 opponent x 2 orders)
+
+
+def run(pytester: pytest.Pytester, *args: str):
+    """The datagen suite in this process (no interpreter to start: the -n 2 workers are
+    subprocesses anyway), its batches polled every 0.05 s instead of the default 30 s."""
+    gen, ref = scripted.write_data(pytester.path, None, [])
+    result = pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--agenteval-out=r.jsonl",
+        f"--datagen-path={gen}",
+        f"--reference-path={ref}",
+        "--batch-poll-interval=0.05",
+        *args,
+    )
+    return result, read_results(pytester.path / "r.jsonl")
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])

@@ -183,7 +183,7 @@ def test_batch_options_are_checked_at_start_up(aime_run, agenteval_openai_server
 def test_a_model_without_an_endpoint_refuses_batch(pytester: pytest.Pytester, tiny_aime) -> None:
     pytester.makepyfile(test_tiny=SUITE_FILE)
     replay = write_jsonl(pytester.path / "replay.jsonl", replay_rows({0: ["\\boxed{70}"]}))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest_inprocess(
         "-p", "no:cacheprovider", f"--model-path=replay:{replay}", f"--dataset-path={tiny_aime}", "--batch"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -83,7 +83,7 @@ def test_the_embedded_model_over_its_context_gives_inference_errors_an_export_an
         embedded_model_path()
     except SamplerError as exc:
         pytest.skip(f"the embedded model: {exc}")
-    result = bfcl.runpytest_subprocess(*SELECT, "--n-ctx=1024")  # every first prompt is ~8k tokens
+    result = bfcl.runpytest(*SELECT, "--n-ctx=1024")  # every first prompt is ~8k tokens
     result.assert_outcomes(failed=4)  # unsolved: scored, none errored
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
     assert summary["problems"] == 4 and summary["errors"]["items"] == 0
@@ -124,7 +124,7 @@ def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_cou
     context = first + (1024 if style == "vllm" else 0) + 1  # vLLM counts --max-tokens in
     config = ServerConfig(script=GroundTruthModel(selected), context_tokens=context, context_style=style)
     with OpenAITestServer(config) as server:
-        result = bfcl.runpytest_subprocess(
+        result = bfcl.runpytest(
             *SELECT, f"--endpoint={server.url}", "--model-name=mock-model", "--max-tokens=1024", "-n", "2"
         )
         refused = [r for r in server.requests if r["outcome"] == "400"]

@@ -11,8 +11,11 @@ import pytest
 from tests.conftest import TINY_PROBLEMS, write_jsonl
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+def _run(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> pytest.RunResult:
+    """In this process (no interpreter to start and import), or in a process of its own
+    where the run reads environment variables at import (huggingface_hub's HF_HUB_OFFLINE)."""
+    runner = pytester.runpytest_subprocess if subprocess else pytester.runpytest_inprocess
+    return runner("-p", "no:cacheprovider", *args)
 
 
 def _assert_one_line(result: pytest.RunResult, message: str) -> None:
@@ -143,7 +146,7 @@ def test_hub_unavailable_names_the_offline_option(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(aime_suite.path / "hf-home"))  # an empty hub cache
-    result = _run(aime_suite, replay, "--dataset-id=someone/missing-set")
+    result = _run(aime_suite, replay, "--dataset-id=someone/missing-set", subprocess=True)
     _assert_one_line(result, "agenteval: cannot load hub dataset someone/missing-set (")
     _assert_one_line(result, "); for offline runs pass --dataset-path FILE")
     assert result.ret == pytest.ExitCode.INTERRUPTED

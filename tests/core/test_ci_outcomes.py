@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
 
@@ -53,11 +54,12 @@ def test_junit_the_terminal_and_the_exit_status_agree(
 ) -> None:
     for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    monkeypatch.setattr(registry, "_instances", {})  # the run is in this process: no earlier run's suites
     pytester.makepyfile(test_tiny=SUITE_FILE)
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])
     junit = pytester.path / "junit.xml"
     with OpenAITestServer(ServerConfig(answers=HALF)) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             "-p", "no:cacheprovider", f"--dataset-path={data}", f"--endpoint={server.url}",
             "--mode=text-only", "--val-n=1", "--agenteval-out=results.jsonl", "-n", workers,
             f"--junitxml={junit}", "-rx", *GATES[gate],

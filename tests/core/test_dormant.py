@@ -12,9 +12,9 @@ from pytest_agenteval.plugin.items import declares_suite
 
 def test_an_ordinary_project_is_left_alone(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
-    result = pytester.runpytest_subprocess("--model-path=missing.gguf")
+    result = pytester.runpytest_inprocess("--model-path=missing.gguf")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # an explicit agenteval option means: evaluate
-    result = pytester.runpytest_subprocess()
+    result = pytester.runpytest_inprocess()
     result.assert_outcomes(passed=1)
     assert "= agenteval =" not in result.stdout.str() and "results:" not in result.stdout.str()
     assert not (pytester.path / "agenteval-results").exists()
@@ -41,7 +41,7 @@ def test_xdist_scheduling_is_untouched_outside_evaluations(pytester: pytest.Pyte
     pytester.makepyfile(
         test_plain="import pytest\n@pytest.mark.parametrize('i', range(4))\ndef test_ok(i):\n    pass\n"
     )
-    result = pytester.runpytest_subprocess("-n", "2", "-v")
+    result = pytester.runpytest_inprocess("-n", "2", "-v")
     result.stdout.fnmatch_lines(["*scheduling tests via LoadScheduling*"])
 
 
@@ -61,7 +61,8 @@ def test_the_plugin_manager_is_a_tracked_object(request):
 
 def test_gc_introspection_is_untouched_outside_evaluations(pytester: pytest.Pytester) -> None:
     """The plugin leaves the garbage collector as it is (a gc.freeze() at import, tried for
-    start-up, hid every object then alive from gc.get_objects() and gc.get_referrers())."""
+    start-up, hid every object then alive from gc.get_objects() and gc.get_referrers()):
+    a process of its own, where the plugin is imported afresh."""
     pytester.makepyfile(test_users=GC_INTROSPECTION)
     pytester.runpytest_subprocess().assert_outcomes(passed=2)
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=2)

@@ -29,8 +29,20 @@ def _gated(engine: Engine, started: list[str], name: str) -> tuple[Callable[[], 
     return job, release
 
 
+def _settle(engine: Engine) -> None:
+    """Let the engine's loop run everything already scheduled on it: a job `_admit` starts
+    is a task whose first step (the `started` entry) comes before this coroutine's steps,
+    so whatever would start by now has started (no sleep long enough for a busy machine)."""
+
+    async def yielded() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    engine.run(yielded(), timeout=60)
+
+
 def _wait_for(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a guard against a hang only: a loaded machine is slow
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
@@ -50,14 +62,14 @@ def test_an_item_starts_only_when_all_its_samples_fit(whole_items: bool) -> None
         futures.extend(engine.submit_all(entries))
     try:
         _wait_for(lambda: len(started) >= (3 if whole_items else 4))
-        time.sleep(0.1)
+        _settle(engine)
         if not whole_items:  # plain admission fills the free slot with b's first sample
             assert started == ["a0", "a1", "a2", "b0"]
             return
         assert started == ["a0", "a1", "a2"]
         releases["a0"]()
         _wait_for(lambda: futures[0].done())
-        time.sleep(0.1)
+        _settle(engine)
         assert started == ["a0", "a1", "a2"]  # 2 free slots: not enough for b's 3 samples
         releases["a1"]()
         _wait_for(lambda: len(started) == 6)

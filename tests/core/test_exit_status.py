@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import TINY_PROBLEMS, write_jsonl
 
@@ -64,6 +65,7 @@ class Row:
     body: str = ""  # more test body after evaluation.check()
     prelude: str = ""  # module code before the suite
     line: str | None = None  # the agenteval line that says why, with a gate that holds
+    own_process: bool = False  # a KeyboardInterrupt in process would stop this test run too
 
 
 FORGIVE_ONLY = "failed otherwise (gates forgive only unsolved problems): "
@@ -180,6 +182,7 @@ ROWS = {
         (2, 2, 2),
         (2, 2, 2),
         files={"test_plain": "def test_stop():\n    raise KeyboardInterrupt\n"},
+        own_process=True,
     ),
     "internal-error": Row(
         "pytest itself (INTERNALERROR: a plugin raised)",
@@ -251,6 +254,9 @@ def test_exit_status(
     row = ROWS[name]
     for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    # the run is in this process: the suites an earlier run collected here are not this one's
+    # (a remembered `mymath` would hide that the controller cannot import the suite module)
+    monkeypatch.setattr(registry, "_instances", {})
     pytester.makepyfile(
         test_mymath=SUITE.format(prelude=row.prelude, fault=row.fault, body=row.body),
         **{f: text for f, text in row.files.items() if f != "conftest"},
@@ -261,7 +267,10 @@ def test_exit_status(
         pytester.makeconftest(row.files["conftest"])
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])
     with OpenAITestServer(ServerConfig(answers=row.answers)) as server:
-        result = pytester.runpytest_subprocess(
+        # in this process (xdist's workers are processes of their own anyway): every row's
+        # state is the run's own, and pytester restores sys.modules and the environment after
+        run = pytester.runpytest_subprocess if row.own_process else pytester.runpytest_inprocess
+        result = run(
             "-p", "no:cacheprovider", f"--dataset-path={data}", f"--endpoint={server.url}",
             "--mode=text-only", "--val-n=1", "--agenteval-out=results.jsonl", "-n", workers,
             *row.args, *GATES[gate],

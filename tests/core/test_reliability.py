@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import interruptible, read_results, write_jsonl
 
@@ -173,11 +174,13 @@ def test_aime25(evaluation):
 
 
 def test_a_dying_worker_is_an_error_of_its_item_and_fails_the_gate(
-    pytester: pytest.Pytester, tiny_aime: Path
+    pytester: pytest.Pytester, tiny_aime: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_crash=CRASHING_SUITE)
+    monkeypatch.setattr(registry, "_instances", {})  # the controller runs in this process
     with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
-        result = pytester.runpytest_subprocess(
+        # the controller in this process: the worker that dies is a process of its own
+        result = pytester.runpytest_inprocess(
             "-p",
             "no:cacheprovider",
             f"--dataset-path={tiny_aime}",
@@ -230,11 +233,12 @@ def test_aime25(evaluation):
 
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_a_refused_request_stops_the_run_with_one_line(
-    pytester: pytest.Pytester, tiny_aime: Path, workers: str
+    pytester: pytest.Pytester, tiny_aime: Path, workers: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytester.makepyfile(test_refused=REFUSING_SUITE)
+    monkeypatch.setattr(registry, "_instances", {})  # the run is in this process
     with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
-        result = pytester.runpytest_subprocess(
+        result = pytester.runpytest_inprocess(
             "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--endpoint={server.url}",
             "--val-n=1", "--agenteval-out=r.jsonl", "-n", workers,
         )  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 from pytest_agenteval.config.options import build_settings, unused_options
 from pytest_agenteval.output.compare import BaselineError, check_baseline, compare
 from pytest_agenteval.output.gate import GateError, check_metric_name, check_pass_at_k, parse_gate
+from pytest_agenteval.tasks import registry
 from pytest_agenteval.tasks.registry import KNOWN_METRICS
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
@@ -82,7 +83,7 @@ def test_an_ini_value_warns_as_the_flag_does(pytester: pytest.Pytester) -> None:
 
 
 def test_help_names_the_suites_of_an_option(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--help")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--help")
     text = " ".join(result.stdout.str().split())  # argparse wraps the help
     assert (
         "new tokens per assistant turn (the --max-tokens of a tool loop) (default: 1024) "
@@ -285,7 +286,7 @@ SOLVED = {"What is 30 + 40?": "\\boxed{70}", "What is 12 * 49?": "\\boxed{588}"}
 
 def _run(pytester: pytest.Pytester, server: OpenAITestServer, workers: str, *args: str) -> pytest.RunResult:
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest_inprocess(  # xdist's workers are processes of their own anyway
         "-p", "no:cacheprovider", f"--dataset-path={data}", f"--endpoint={server.url}",
         "--agenteval-out=results.jsonl", "-n", workers, *args,
     )  # fmt: skip
@@ -295,6 +296,7 @@ def _run(pytester: pytest.Pytester, server: OpenAITestServer, workers: str, *arg
 def suite_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    monkeypatch.setattr(registry, "_instances", {})  # the runs are in this process: no earlier run's suites
     pytester.makepyfile(test_tiny=SUITE_FILE)
     return pytester
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
 
@@ -40,9 +41,12 @@ def _run(
 ) -> pytest.RunResult:
     for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    # the run is in this process (xdist's workers are processes of their own anyway): no suite
+    # an earlier run collected here may stand in for one the controller cannot import
+    monkeypatch.setattr(registry, "_instances", {})
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])
     with OpenAITestServer(ServerConfig(answers=ANSWERS)) as server:
-        return pytester.runpytest_subprocess(
+        return pytester.runpytest_inprocess(
             "-p", "no:cacheprovider", f"--dataset-path={data}", f"--endpoint={server.url}",
             "--mode=text-only", "--val-n=1", "--agenteval-out=results.jsonl",
             "--agenteval-gate", gate, *args,

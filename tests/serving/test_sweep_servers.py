@@ -118,7 +118,7 @@ def sweep(pytester: pytest.Pytester, tmp_path: Path):
             "out": str(pytester.path / "out" / "results.jsonl"), **options,
         }  # fmt: skip
         pytester._monkeypatch.setenv("SWEEP_SETTINGS", json.dumps(settings))
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
         rows = [json.loads(line) for line in items.read_text().splitlines()] if items.exists() else []
         return result, json.loads(record.read_text()), rows
 

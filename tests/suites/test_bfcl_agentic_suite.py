@@ -39,7 +39,7 @@ def bfcl(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-p", "no:cacheprovider", "--agenteval-out=r.jsonl", "--model-name=mock-model", "-rs", *args
     )
 

@@ -27,7 +27,7 @@ def run_export(bfcl: pytest.Pytester, *args: str) -> pytest.RunResult:
     ]  # a call: wrong
     rows = [{"problem_id": e.id, "sample_index": 0, "text": t} for e, t in zip(entries, texts, strict=True)]
     replay = write_jsonl(bfcl.path / "replay.jsonl", rows)
-    return bfcl.runpytest_subprocess(
+    return bfcl.runpytest(
         "-p",
         "no:cacheprovider",
         "--agenteval-out=r.jsonl",

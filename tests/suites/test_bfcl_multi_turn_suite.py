@@ -52,7 +52,7 @@ def bfcl(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess(
+    return pytester.runpytest(
         "-p",
         "no:cacheprovider",
         "--agenteval-out=r.jsonl",
@@ -65,12 +65,37 @@ def run(pytester: pytest.Pytester, url: str, *args: str) -> pytest.RunResult:
     )
 
 
-@pytest.mark.parametrize("args", [("-n", "2"), ("--bfcl-style=native",)], ids=["prompting-xdist", "native"])
-def test_every_multi_turn_category_plays_and_scores(bfcl: pytest.Pytester, selected, args) -> None:
-    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
-        result = run(bfcl, server.url, *args)
+@pytest.fixture(scope="module")
+def shared_runs() -> dict:
+    """The scripted runs several tests assert something of, each run once per module (and
+    once per xdist worker): every run loads and collects the whole BFCL suite (~5 s of CPU)."""
+    return {}
+
+
+def scripted_run(
+    shared_runs: dict, bfcl: pytest.Pytester, selected, *args: str
+) -> tuple[pytest.RunResult, pytest.Pytester]:
+    """`run` against the GroundTruthModel on a fresh test server, shared by the tests that
+    ask for the same arguments; returns the result and the folder that holds r.jsonl."""
+    if args not in shared_runs:
+        with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
+            shared_runs[args] = run(bfcl, server.url, *args), bfcl
+    return shared_runs[args]
+
+
+# the prompting and the native run with an export: every category plays and scores, the
+# records, replay and the official evaluation of the export are checked on them
+PROMPTING = ("--bfcl-export-dir=export",)
+NATIVE = ("--bfcl-style=native", "--bfcl-export-dir=export")
+
+
+@pytest.mark.parametrize("args", [("-n", "2"), NATIVE], ids=["prompting-xdist", "native"])
+def test_every_multi_turn_category_plays_and_scores(
+    bfcl: pytest.Pytester, selected, shared_runs, args
+) -> None:
+    result, folder = scripted_run(shared_runs, bfcl, selected, *args)
     result.assert_outcomes(passed=7, failed=1)
-    problems, (summary,) = read_results(bfcl.path / "r.jsonl")
+    problems, (summary,) = read_results(folder.path / "r.jsonl")
     assert [p["problem_id"] for p in problems] == [e.id for e in selected]
     verdicts = {p["problem_id"]: p["generations"][0]["error_type"] for p in problems}
     assert verdicts == {e.id: None for e in selected} | {WRONG: "multi_turn:execution_response_mismatch"}
@@ -81,10 +106,12 @@ def test_every_multi_turn_category_plays_and_scores(bfcl: pytest.Pytester, selec
     assert all(p["markers"] == ["bfcl", p["category"], "multi_turn"] for p in problems)
 
 
-def test_records_show_each_turns_calls_results_and_check(bfcl: pytest.Pytester, selected) -> None:
-    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
-        run(bfcl, server.url, "test_bfcl.py::test_bfcl[multi_turn_base_0]", "--bfcl-export-dir=export")
-    (problem,), _ = read_results(bfcl.path / "r.jsonl")
+def test_records_show_each_turns_calls_results_and_check(
+    bfcl: pytest.Pytester, selected, shared_runs
+) -> None:
+    _, folder = scripted_run(shared_runs, bfcl, selected, *PROMPTING)
+    problems, _ = read_results(folder.path / "r.jsonl")
+    (problem,) = [p for p in problems if p["problem_id"] == "multi_turn_base_0"]
     generation = problem["generations"][0]
     first_step = generation["mt_turns"][0][0]
     assert first_step["calls"][0] == "cd(folder='document')"
@@ -93,21 +120,21 @@ def test_records_show_each_turns_calls_results_and_check(bfcl: pytest.Pytester, 
     assert [c["turn"] for c in checks] == [0, 1, 2, 3] and all(c["checked"] for c in checks)
     assert checks[0]["expected_calls"][0] == "cd(folder='document')"
     assert generation["valid"] is True and generation["turns"] == 8
-    (path,) = (bfcl.path / "export").rglob("BFCL_v4_multi_turn_base_result.json")
+    (path,) = (folder.path / "export").rglob("BFCL_v4_multi_turn_base_result.json")
     assert path.parent.name == "multi_turn"
-    (line,) = [json.loads(x) for x in path.read_text().splitlines()]
-    assert line["id"] == "multi_turn_base_0"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["id"] for x in lines] == [e.id for e in selected if e.category == "multi_turn_base"]
+    (line,) = [x for x in lines if x["id"] == "multi_turn_base_0"]
     assert [len(turn) for turn in line["result"]] == [2, 2, 2, 2]
     assert line["result"][0][1] == "I have completed the request."
 
 
-def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, selected) -> None:
-    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
-        run(bfcl, server.url)
-    again = bfcl.runpytest_subprocess(
+def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, selected, shared_runs) -> None:
+    _, folder = scripted_run(shared_runs, bfcl, selected, *PROMPTING)
+    again = bfcl.runpytest(
         "-p",
         "no:cacheprovider",
-        "--model-path=replay:r.jsonl",
+        f"--model-path=replay:{folder.path / 'r.jsonl'}",
         "--agenteval-out=again.jsonl",
         "-m",
         "multi_turn",
@@ -122,18 +149,17 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
 
 @pytest.mark.parametrize("style", ["prompting", "native"])
 def test_the_official_evaluation_of_the_export_gives_our_scores(
-    bfcl: pytest.Pytester, selected, style
+    bfcl: pytest.Pytester, selected, shared_runs, style
 ) -> None:
     from pytest_agenteval.tasks.bfcl.export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     for module in REQUIREMENTS:
         pytest.importorskip(module)
-    with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
-        run(bfcl, server.url, f"--bfcl-style={style}", "--bfcl-export-dir=export")
-    _, (summary,) = read_results(bfcl.path / "r.jsonl")
+    _, folder = scripted_run(shared_runs, bfcl, selected, *(NATIVE if style == "native" else PROMPTING))
+    _, (summary,) = read_results(folder.path / "r.jsonl")
     official = official_scores(
-        bfcl.path / "export", export_model_name(style), list(MULTI_TURN_CATEGORIES), style == "native"
+        folder.path / "export", export_model_name(style), list(MULTI_TURN_CATEGORIES), style == "native"
     )
     ours = {c: row["correct"] for c, row in summary["per_category"].items()}
     assert {c: s["correct_count"] for c, s in official["categories"].items()} == ours
@@ -156,8 +182,6 @@ def test_the_official_evaluation_of_the_export_gives_our_scores(
     ],
 )
 def test_markers_select_the_v4_categories(bfcl: pytest.Pytester, marker: str, count: int, first: str) -> None:
-    result = bfcl.runpytest_subprocess(
-        "--co", "-q", "-m", marker, "--strict-markers", "-p", "no:cacheprovider"
-    )
+    result = bfcl.runpytest("--co", "-q", "-m", marker, "--strict-markers", "-p", "no:cacheprovider")
     ids = [line.split("[", 1)[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line]
     assert len(ids) == count and ids[0].startswith(first)

@@ -40,7 +40,7 @@ def bfcl(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agenteval-out=r.jsonl", *args)
+    return pytester.runpytest("-p", "no:cacheprovider", "--agenteval-out=r.jsonl", *args)
 
 
 @pytest.mark.parametrize(
@@ -53,9 +53,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     ],
 )
 def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, categories: set) -> None:
-    result = bfcl.runpytest_subprocess(
-        "--co", "-q", "-m", marker, "--strict-markers", "--model-path=replay:none"
-    )
+    result = bfcl.runpytest("--co", "-q", "-m", marker, "--strict-markers", "--model-path=replay:none")
     ids = [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line]
     expected = [e.id for e in load_bfcl(sorted(categories))]
     assert sorted(ids) == sorted(expected)
@@ -74,7 +72,7 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
     ],
 )
 def test_limits_apply_after_marker_selection(bfcl: pytest.Pytester, args: tuple, expected: list) -> None:
-    result = bfcl.runpytest_subprocess("--co", "-q", *args)
+    result = bfcl.runpytest("--co", "-q", *args)
     assert [
         line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line
     ] == expected

@@ -31,7 +31,7 @@ def datagen(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def run(pytester: pytest.Pytester, *args: str, generated: list | None = None, raw: tuple = ()):
     gen, ref = scripted.write_data(pytester.path, generated, list(raw))
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(
         "-p",
         "no:cacheprovider",
         "--agenteval-out=r.jsonl",
@@ -174,7 +174,7 @@ def test_loading_repairs_latex_and_counts_unloadable_lines(datagen: pytest.Pytes
 
 def test_topic_markers_select_items(datagen: pytest.Pytester) -> None:
     gen, ref = scripted.write_data(datagen.path)
-    result = datagen.runpytest_subprocess(
+    result = datagen.runpytest(
         "-p",
         "no:cacheprovider",
         f"--datagen-path={gen}",
@@ -189,13 +189,13 @@ def test_topic_markers_select_items(datagen: pytest.Pytester) -> None:
 
 
 def test_without_datagen_path_the_suite_skips_saying_why(datagen: pytest.Pytester) -> None:
-    result = datagen.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    result = datagen.runpytest("-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(skipped=1)
     assert "the datagen suite needs --datagen-path FILE.jsonl" in result.stdout.str()
 
 
 def test_mismatched_judge_options_are_a_usage_error(datagen: pytest.Pytester) -> None:
-    result = datagen.runpytest_subprocess(
+    result = datagen.runpytest(
         "-p", "no:cacheprovider", "--judge-endpoint=http://127.0.0.1:9/v1", "--judge-endpoint=http://x/v1",
         "--judge-model=a", "--judge-model=b", "--judge-model=c",
     )  # fmt: skip
@@ -204,7 +204,7 @@ def test_mismatched_judge_options_are_a_usage_error(datagen: pytest.Pytester) ->
 
 
 def test_an_unreachable_judge_is_a_usage_error(datagen: pytest.Pytester) -> None:
-    result = datagen.runpytest_subprocess(
+    result = datagen.runpytest(
         "-p", "no:cacheprovider", "--judge-endpoint=http://127.0.0.1:9/v1", "--judge-model=a"
     )
     assert result.ret == 4

@@ -47,7 +47,7 @@ def gaia(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agenteval-out=r.jsonl", *args)
+    return pytester.runpytest("-p", "no:cacheprovider", "--agenteval-out=r.jsonl", *args)
 
 
 @pytest.mark.parametrize("layout", ["parquet", "jsonl"])

@@ -32,7 +32,7 @@ def sweep(
     shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
 
     def run(*args: str) -> tuple[pytest.RunResult, Path]:
-        result = aime_suite.runpytest_subprocess(
+        result = aime_suite.runpytest_inprocess(
             "-p",
             "no:cacheprovider",
             f"--dataset-path={tiny_aime}",

@@ -19,20 +19,26 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("make", [make_gguf_lora, make_perturbed_gguf], ids=["lora", "perturbed"])
-def test_the_same_seed_gives_the_same_bytes_and_another_seed_others(make, tmp_path: Path) -> None:
-    first = make(tmp_path / "a.gguf", seed=3)
-    again = make(tmp_path / "b.gguf", seed=3)
-    other = make(tmp_path / "c.gguf", seed=4)
+@pytest.mark.parametrize("kind", ["lora", "perturbed"])
+def test_the_same_seed_gives_the_same_bytes_and_another_seed_others(
+    kind: str, agenteval_model_files, tmp_path: Path
+) -> None:
+    # first and other come from the session's files (made once, as the other tests here and
+    # the session fixture's test use them); again is made anew by the maker itself
+    make = {"lora": make_gguf_lora, "perturbed": make_perturbed_gguf}[kind]
+    made = {"lora": agenteval_model_files.gguf_lora, "perturbed": agenteval_model_files.perturbed_gguf}[kind]
+    first = made(seed=1)
+    again = make(tmp_path / "b.gguf", seed=1)
+    other = made(seed=0)
     assert sha256(first) == sha256(again)
     assert sha256(first) != sha256(other)
 
 
-def test_the_files_say_what_they_are_as_gguf_s_own_reader_reads_them(tmp_path: Path) -> None:
+def test_the_files_say_what_they_are_as_gguf_s_own_reader_reads_them(agenteval_model_files) -> None:
     import gguf
 
-    lora = make_gguf_lora(tmp_path / "lora.gguf", seed=0, rank=4)
-    other = make_perturbed_gguf(tmp_path / "other.gguf", seed=0)
+    lora = agenteval_model_files.gguf_lora(seed=0)
+    other = agenteval_model_files.perturbed_gguf(seed=0)
     keys = ["general.type", "general.architecture", "adapter.type", "adapter.lora.alpha"]
     for path in (embedded_model_path(), lora, other):
         reader = gguf.GGUFReader(path)
@@ -46,8 +52,8 @@ def test_the_files_say_what_they_are_as_gguf_s_own_reader_reads_them(tmp_path: P
     reader = gguf.GGUFReader(lora)
     shapes = {t.name: tuple(int(n) for n in t.shape) for t in reader.tensors}
     assert len(shapes) == 30 * 2 * 2  # 30 blocks, attn_q and attn_v, lora_a and lora_b
-    assert shapes["blk.0.attn_q.weight.lora_a"] == (576, 4)  # ggml order: (input, rank)
-    assert shapes["blk.0.attn_v.weight.lora_b"] == (4, 192)  # (rank, output)
+    assert shapes["blk.0.attn_q.weight.lora_a"] == (576, 8)  # ggml order: (input, rank 8)
+    assert shapes["blk.0.attn_v.weight.lora_b"] == (8, 192)  # (rank, output)
 
 
 def test_a_file_that_is_not_gguf_is_one_line(tmp_path: Path) -> None:

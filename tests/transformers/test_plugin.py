@@ -1,4 +1,4 @@
-"""The transformers backend through pytest (pytester subprocesses on a tiny AIME suite):
+"""The transformers backend through pytest (pytester runs on a tiny AIME suite):
 a peft adapter on its base checkpoint, the adapter-is-live warning, the same generations
 with -n 0 and -n 2, and one start-up line for each bad input."""
 
@@ -14,6 +14,12 @@ from tests.conftest import read_results
 from tests.transformers import skip_without_backend
 
 skip_without_backend()  # the imports above need none of the backend's packages
+
+# Imported here, before any in-process run: pytester drops the modules a run imported when
+# it ends, and torch's C extension cannot be loaded a second time in one process.
+import peft  # noqa: E402, F401
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
 
 
 def _generations(path: Path) -> list[tuple[int, int, int, str, int]]:
@@ -136,8 +142,12 @@ def test_bad_model_folders_give_one_line(
     aime_suite: pytest.Pytester, tiny_aime: Path, hf_checkpoint: Path, live_adapter: Path
 ) -> None:
     data = f"--dataset-path={tiny_aime}"
+
+    def run(*args: str) -> pytest.RunResult:  # start-up refusals: in this process
+        return aime_suite.runpytest_inprocess(*args)
+
     nameless = _adapter_copy(live_adapter, aime_suite.path / "nameless", None)
-    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={nameless}")
+    result = run("-p", "no:cacheprovider", data, f"--model-path={nameless}")
     _one_line(
         result, f"--model-path {nameless}: the adapter names no base_model_name_or_path; pass --base-model"
     )
@@ -145,31 +155,29 @@ def test_bad_model_folders_give_one_line(
     other = aime_suite.path / "other-base"
     other.mkdir()
     (other / "config.json").write_text("{}")
-    result = aime_suite.runpytest_subprocess(
-        "-p", "no:cacheprovider", data, f"--model-path={live_adapter}", f"--base-model={other}"
-    )
+    result = run("-p", "no:cacheprovider", data, f"--model-path={live_adapter}", f"--base-model={other}")
     _one_line(
         result, f"--base-model {other} differs from the adapter's base_model_name_or_path {hf_checkpoint}"
     )
 
-    result = aime_suite.runpytest_subprocess(
+    result = run(
         "-p", "no:cacheprovider", data, f"--model-path={hf_checkpoint}", f"--base-model={hf_checkpoint}"
     )
     _one_line(result, "--base-model is for adapter folders")
 
     broken = _adapter_copy(live_adapter, aime_suite.path / "broken", str(hf_checkpoint))
     (broken / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
-    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={broken}")
+    result = run("-p", "no:cacheprovider", data, f"--model-path={broken}")
     _one_line(result, f"--model-path {broken}: transformers/peft cannot load it on {hf_checkpoint}")
 
     bare = aime_suite.path / "bare"  # a checkpoint folder without tokenizer or chat template
     bare.mkdir()
     shutil.copy(hf_checkpoint / "config.json", bare / "config.json")
     (bare / "model.safetensors").symlink_to(hf_checkpoint / "model.safetensors")
-    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={bare}")
+    result = run("-p", "no:cacheprovider", data, f"--model-path={bare}")
     _one_line(result, f"--model-path {bare}: no chat template in the checkpoint")
     (bare / "chat_template.jinja").write_text("{{ messages[0]['content'] }}")  # a template, no tokenizer
-    result = aime_suite.runpytest_subprocess("-p", "no:cacheprovider", data, f"--model-path={bare}")
+    result = run("-p", "no:cacheprovider", data, f"--model-path={bare}")
     _one_line(result, f"--model-path {bare}: no tokenizer.json there")
 
 

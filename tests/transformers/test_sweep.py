@@ -15,6 +15,12 @@ from tests.transformers import skip_without_backend
 
 skip_without_backend()  # the imports above need none of the backend's packages
 
+# Imported here, before the in-process runs: pytester drops the modules a run imported when
+# it ends, and torch's C extension cannot be loaded a second time in one process.
+import peft  # noqa: E402, F401
+import torch  # noqa: E402, F401
+import transformers  # noqa: E402, F401
+
 FAST = ("--mode=text-only", "--limit=2", "--val-n=2", "--max-tokens=12", "--agenteval-no-cache")
 
 
@@ -38,7 +44,8 @@ def test_base_and_adapter_sweep_in_process_equals_one_model_runs(
     aime_suite: pytest.Pytester, tiny_aime: Path, hf_checkpoint: Path, strong_adapter: Path
 ) -> None:
     def run(*args: str) -> pytest.RunResult:
-        return aime_suite.runpytest_subprocess(
+        # in this process (the -n 2 run's workers are processes of their own anyway)
+        return aime_suite.runpytest_inprocess(
             "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", *FAST, *args
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from functools import cache
 from typing import Any
 
 import pytest
@@ -53,9 +54,15 @@ def _generations(path: Any, first_turn: bool = False) -> dict[tuple[Any, int], t
     }
 
 
+@cache
+def _tokenizer(tokenizer_dir: str) -> Any:
+    """Loaded once per folder (the session's): the same tokenizer every test renders with."""
+    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+
+
 def _rendered(tokenizer_dir: Any, messages: list[dict[str, Any]], tools: Any = None) -> tuple[int, ...]:
     """transformers' own apply_chat_template: the oracle for our client-side rendering."""
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
+    tokenizer = _tokenizer(str(tokenizer_dir))
     ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
     return tuple(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
