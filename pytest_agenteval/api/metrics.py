@@ -102,6 +102,7 @@ def maj_at_n(records: Sequence[ProblemRecord]) -> float | None:
 
 def _per_problem_arrays(records: Sequence[ProblemRecord]) -> dict[str, np.ndarray]:
     import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
+
     return {
         "generations": np.array([len(r.generations) for r in records], dtype=np.int64),
         "correct": np.array([r.num_correct for r in records], dtype=np.int64),
@@ -174,6 +175,7 @@ def accuracy_intervals(
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float | None:
     import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
+
     if not sorted_values:
         return None
     return float(np.percentile(np.asarray(sorted_values), q))

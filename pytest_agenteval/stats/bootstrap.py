@@ -44,6 +44,7 @@ class Interval:
 def resamples(clusters: int, iterations: int, seed: int) -> Iterator[np.ndarray]:
     """Index arrays of shape (rows, clusters), `iterations` rows in all."""
     import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
+
     rng = np.random.default_rng(seed)
     for start in range(0, iterations, CHUNK):
         yield rng.integers(0, clusters, size=(min(CHUNK, iterations - start), clusters))
@@ -52,6 +53,7 @@ def resamples(clusters: int, iterations: int, seed: int) -> Iterator[np.ndarray]
 def percentile_interval(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval:
     """The percentile interval of bootstrap replicates; NaN and infinite ones are undefined."""
     import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
+
     replicates = np.asarray(values, dtype=float)
     defined = replicates[np.isfinite(replicates)]
     undefined = int(replicates.size - defined.size)
@@ -90,6 +92,7 @@ def ratio_bootstrap(
     (one entry each), vectorised; a resample whose denominator sums to 0 is undefined.
     A mean is the ratio over a denominator of ones."""
     import numpy as np  # here, not at import: numpy is 0.1 s of every process's start-up
+
     top = np.asarray(numerator, dtype=float)
     bottom = np.asarray(denominator, dtype=float)
     if top.shape != bottom.shape or top.ndim != 1:
