@@ -83,7 +83,7 @@ def choose_model(
 ) -> ModelChoice:
     """Map the options to a backend; raise ValueError with one line naming the fix.
     A launched server (`--serve`) replaces the choice later, on the controller (serving/)."""
-    # -- trio:// and tinker:// (the SDK samplers, _sdk.py) --
+    # -- trio:// and tinker:// (the SDK samplers, backends/sdk.py) --
     scheme = sdk_scheme(model_path)
     if scheme is not None:
         if not base_model:

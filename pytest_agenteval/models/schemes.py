@@ -1,4 +1,4 @@
-"""The SDK samplers' `--model-path` schemes, apart from `_sdk` (which the start-up
+"""The SDK samplers' `--model-path` schemes, apart from `backends/sdk.py` (which the start-up
 path, choosing a backend, does not need to import)."""
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pytest_agenteval.tasks.aime25 import Aime25
 
 
 def test_forget_suites_drops_what_an_earlier_session_remembered() -> None:
+    registry.forget_suites()  # what an earlier in-process run of this worker remembered
     mine = Suite()
     mine.name = "aime25"  # a user's subclass that keeps the built-in's name
     registry.remember(mine)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _pytest.pytester import SysModulesSnapshot, SysPathsSnapshot
 
-from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
+from tests.conftest import SUITE_FILE, TINY_PROBLEMS, working_directory, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 ANSWERS = {0: "70", 1: "588", 2: "16", 3: "87"}
@@ -44,7 +44,7 @@ def run_plugin(folder: Path, out: str, *args: str) -> Path:
     own test modules, so the next run imports its folder's afresh."""
     modules, paths = SysModulesSnapshot(preserve=lambda name: not _suite_module(name)), SysPathsSnapshot()
     try:
-        with contextlib.chdir(folder), contextlib.redirect_stdout(io.StringIO()):
+        with working_directory(folder), contextlib.redirect_stdout(io.StringIO()):
             with contextlib.redirect_stderr(io.StringIO()):
                 pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *args])
     finally:

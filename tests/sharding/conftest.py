@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SUITE_FILE, write_jsonl
+from tests.conftest import SUITE_FILE, working_directory, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 # Ten problems of our own: problem p's answer is 2p.
@@ -59,7 +59,7 @@ def _as_a_process(folder: Path, env: Mapping[str, str] | None) -> Iterator[tuple
     os.environ.clear()
     os.environ.update(_env(env))
     try:
-        with contextlib.chdir(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with working_directory(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             yield out, err
     finally:
         os.environ.clear()

@@ -68,3 +68,12 @@ def test_the_session_fixture_makes_each_file_once(agenteval_model_files, agentev
     stamp = agenteval_gguf_lora.stat().st_mtime_ns
     assert agenteval_model_files.gguf_lora().stat().st_mtime_ns == stamp
     assert gguf_general_type(agenteval_model_files.perturbed_gguf(seed=1)) == "model"
+
+
+def test_a_lora_of_another_rank_has_tensors_of_that_rank(tmp_path: Path) -> None:
+    import gguf
+
+    lora = make_gguf_lora(tmp_path / "rank4.gguf", seed=0, rank=4)
+    shapes = {t.name: tuple(int(n) for n in t.shape) for t in gguf.GGUFReader(lora).tensors}
+    assert shapes["blk.0.attn_q.weight.lora_a"] == (576, 4)  # ggml order: (input, rank)
+    assert shapes["blk.0.attn_v.weight.lora_b"] == (4, 192)  # (rank, output)

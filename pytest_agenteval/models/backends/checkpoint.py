@@ -1,6 +1,6 @@
 """A transformers checkpoint folder, or a peft LoRA adapter on its base: loading (one model
 per process), its identity, its chat tokenizer and end-of-sequence ids, the adapter probe, and
-the start-up checks of `--model-path` for the in-process backend (`_transformers.py`)."""
+the start-up checks of `--model-path` for the in-process backend (`transformers.py`)."""
 
 from __future__ import annotations
 

@@ -110,10 +110,11 @@ def close_sessions(status: str | None = None) -> None:
         _sessions.clear()
     for _, (adapter, session) in sessions:
         adapter.close(session, status)
+    _ending["status"] = "ENDED"  # a later session in this process (pytest.main again) ends normally
 
 
 class SdkSampler:
-    """The Sampler interface over an SDK adapter (see `_trio.py`)."""
+    """The Sampler interface over an SDK adapter (see `trio.py`)."""
 
     native_tools = False
     token_io = True  # complete_tokens: TokenConversation continues from the sampled ids

@@ -1,5 +1,5 @@
 """Which SDK adapter serves a `--model-path` scheme; each vendor's module is imported on
-first use (apart from `_sdk`, which the adapters build on)."""
+first use (apart from `sdk.py`, which the adapters build on)."""
 
 from __future__ import annotations
 

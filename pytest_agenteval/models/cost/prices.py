@@ -156,10 +156,23 @@ def default_prices() -> dict[str, Price]:
     return parse_prices(text, "the default prices (pytest_agenteval/models/cost/prices.toml)")
 
 
-@functools.cache
 def load_prices(path: str | None) -> dict[str, Price]:
-    """The defaults with `--prices FILE` over them (read once per process). Raises
-    PriceError with one line."""
+    """The defaults with `--prices FILE` over them, read once per process and version of
+    the file: a relative path is the file it names from here (two runs in one process, in
+    two folders, each get their own). Raises PriceError with one line."""
+    version = None
+    if path:
+        try:
+            file = Path(path).expanduser().resolve()
+            stat = file.stat()
+            version = (str(file), stat.st_mtime_ns, stat.st_size)
+        except OSError:  # _prices_of says what is wrong with it
+            version = None
+    return _prices_of(path, version)
+
+
+@functools.cache
+def _prices_of(path: str | None, version: tuple[str, int, int] | None) -> dict[str, Price]:
     prices = default_prices()
     if path:
         file = Path(path).expanduser()

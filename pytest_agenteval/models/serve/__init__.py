@@ -1,7 +1,7 @@
 """Launched inference servers: resolving `--model-path`, building server command lines,
 starting them once on the controller, and checking that an adapter changes the model.
 
-The names below load when asked for: a worker imports `serving.choice` only, and the
+The names below load when asked for: a worker imports `models/choice.py` only, and the
 resolver (hashing, the hub) stays off its start-up path."""
 
 from __future__ import annotations

@@ -41,6 +41,13 @@ _locks: dict[tuple[str, ...], asyncio.Lock] = {}
 _scratch: list[str] = []
 
 
+def forget_memory() -> None:
+    """A new session plays its own prerequisite conversations: the memory a last session
+    in this process (pytest.main called again) left is not this run's."""
+    _chains.clear()
+    _locks.clear()
+
+
 def memory_prompt(category: str, scenario: str, instance: Any) -> str:
     """``add_memory_instruction_system_prompt``: the scenario and the core memory."""
     from bfcl_eval.constants.default_prompts import (

@@ -13,6 +13,7 @@ from pytest_agenteval.api.records import Problem, ProblemRecord, Rollout, Score,
 from pytest_agenteval.api.suite import DataError, RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.solvers.single_turn import single_turn_rollout
+from pytest_agenteval.tasks.bfcl._agentic import forget_memory
 from pytest_agenteval.tasks.bfcl._agentic_data import AgenticEntry
 from pytest_agenteval.tasks.bfcl._data import (
     ALL_CATEGORIES,
@@ -87,6 +88,7 @@ class Bfcl(Suite):
     score_fields = SCORE_FIELDS
 
     def load(self, settings: Settings) -> list[Problem]:
+        forget_memory()  # a session's agentic memory starts empty (load: once a session)
         try:
             entries: list[Any] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
             root = find_data_dir(settings.bfcl_data_dir)
