@@ -98,8 +98,12 @@ _ending = {"status": "ENDED"}
 
 
 def mark_interrupted() -> None:
-    """Ctrl-C: the sessions still open end as CANCELLED rather than ENDED."""
-    _ending["status"] = "CANCELLED"
+    """Ctrl-C: the sessions still open end as CANCELLED rather than ENDED. With none open
+    there is nothing to cancel: a later session of this process (pytest.main again) still
+    ends normally."""
+    with _sessions_lock:
+        if _sessions:
+            _ending["status"] = "CANCELLED"
 
 
 def close_sessions(status: str | None = None) -> None:
