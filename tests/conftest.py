@@ -4,11 +4,13 @@ to run the plugin on a tiny suite and read its results file."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,35 @@ def working_directory(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
+
+
+@contextlib.contextmanager
+def as_a_process(
+    folder: Path, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """The working directory, environment (`env`: the whole of it; None: as it is) and
+    streams a subprocess in `folder` would have, in this process: no interpreter to start
+    and import, about 0.6 s of CPU a run. After it the environment and sys.path are restored
+    and the modules imported from `folder` (its test modules and conftests) dropped, so the
+    next run imports its folder afresh; the other modules it imported stay (numpy's and
+    tree-sitter's C extensions cannot be loaded twice)."""
+    saved_env, saved_path, saved_modules = dict(os.environ), list(sys.path), set(sys.modules)
+    out, err = io.StringIO(), io.StringIO()
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        with working_directory(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield out, err
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.path[:] = saved_path
+        inside = folder.resolve()
+        for name in set(sys.modules) - saved_modules:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file is not None and Path(file).resolve().is_relative_to(inside):
+                del sys.modules[name]
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:

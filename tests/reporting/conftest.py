@@ -3,15 +3,12 @@ recorded generations (`replay:`), as checkpoints of a training run would be."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from _pytest.pytester import SysModulesSnapshot, SysPathsSnapshot
 
-from tests.conftest import SUITE_FILE, TINY_PROBLEMS, working_directory, write_jsonl
+from tests.conftest import SUITE_FILE, TINY_PROBLEMS, as_a_process, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 ANSWERS = {0: "70", 1: "588", 2: "16", 3: "87"}
@@ -32,24 +29,11 @@ def replay_texts(correct: Sequence[int]) -> list[dict]:
     return rows
 
 
-def _suite_module(name: str) -> bool:
-    return name.startswith(("test_", "conftest"))
-
-
 def run_plugin(folder: Path, out: str, *args: str) -> Path:
-    """The plugin on `folder`'s suite, in this process (no interpreter to start and import:
-    about 0.6 s of CPU a run), its output kept out of the test's. As `pytester` does, what
-    the run changes in sys.path and sys.modules is undone after it; the modules it imported
-    stay (numpy's and tree-sitter's C extensions cannot be loaded twice), except the suite's
-    own test modules, so the next run imports its folder's afresh."""
-    modules, paths = SysModulesSnapshot(preserve=lambda name: not _suite_module(name)), SysPathsSnapshot()
-    try:
-        with working_directory(folder), contextlib.redirect_stdout(io.StringIO()):
-            with contextlib.redirect_stderr(io.StringIO()):
-                pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *args])
-    finally:
-        paths.restore()
-        modules.restore()
+    """The plugin on `folder`'s suite, in this process (`as_a_process`), its output kept
+    out of the test's."""
+    with as_a_process(folder):
+        pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *args])
     path = folder / out
     assert path.is_file(), f"the plugin wrote no {out}"
     return path

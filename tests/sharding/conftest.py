@@ -8,20 +8,18 @@ anyway; the controller runs here."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import SUITE_FILE, working_directory, write_jsonl
+from tests.conftest import SUITE_FILE, as_a_process, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 # Ten problems of our own: problem p's answer is 2p.
@@ -50,37 +48,13 @@ def _run_python(folder: Path, args: Sequence[str], env: Mapping[str, str] | None
     return Done(done.returncode, done.stdout, done.stderr)
 
 
-@contextlib.contextmanager
-def _as_a_process(folder: Path, env: Mapping[str, str] | None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
-    """The working directory, environment, imports and streams a subprocess in `folder`
-    would have, in this process, restored after."""
-    saved_env, saved_path, saved_modules = dict(os.environ), list(sys.path), set(sys.modules)
-    out, err = io.StringIO(), io.StringIO()
-    os.environ.clear()
-    os.environ.update(_env(env))
-    try:
-        with working_directory(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield out, err
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        sys.path[:] = saved_path
-        for name in set(sys.modules) - saved_modules:  # the run's test modules and conftests
-            if _under(getattr(sys.modules[name], "__file__", None), folder):
-                del sys.modules[name]
-
-
-def _under(file: str | None, folder: Path) -> bool:
-    return file is not None and Path(file).resolve().is_relative_to(folder.resolve())
-
-
 def run_pytest(
     folder: Path, *args: str, env: Mapping[str, str] | None = None, subprocess: bool = False
 ) -> Done:
     options = ["-p", "no:cacheprovider", "-p", "no:randomly", *args]
     if subprocess:
         return _run_python(folder, ["-m", "pytest", *options], env)
-    with _as_a_process(folder, env) as (out, err):
+    with as_a_process(folder, _env(env)) as (out, err):
         ret = pytest.main(options)
     return Done(int(ret), out.getvalue(), err.getvalue())
 
@@ -92,7 +66,7 @@ def merge_run(
         return _run_python(folder, ["-m", "pytest_agenteval", "merge", *args], env)
     from pytest_agenteval.cli import main
 
-    with _as_a_process(folder, env) as (out, err):
+    with as_a_process(folder, _env(env)) as (out, err):
         try:
             ret = main(["merge", *args])
         except SystemExit as exc:  # as `python -m pytest_agenteval` would exit
