@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agenteval.models.http.aimd import ADDITIVE, SLOW_START
+
 
 def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) -> dict[str, Any] | None:
     """The summary's `concurrency`: None with a fixed --concurrency (no process adapted);
-    else `endpoints` (url -> start, final, peak, max, increases, halvings by cause,
-    workers, per_worker: worker -> start, final, peak) and `history` (at_s: seconds since
-    the run started; endpoint, worker, old, new, why). `reports`: the processes'
+    else `endpoints` (url -> start, final, peak, max, doublings (slow start), increases
+    (+1 after it), cuts by cause, workers, per_worker: worker -> start, final, peak) and
+    `history` (at_s: seconds since the run started; endpoint, worker, old, new, why:
+    "slow_start", "successes" or the overload's cause). `reports`: the processes'
     (`worker` "" for the controller's own)."""
     if not reports:
         return None
@@ -30,8 +33,9 @@ def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) ->
                 "final": 0,
                 "peak": 0,
                 "max": 0,
+                "doublings": 0,
                 "increases": 0,
-                "halvings": {},
+                "cuts": {},
                 "workers": 0,
                 "per_worker": {},
             },
@@ -49,10 +53,12 @@ def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) ->
         entry["max"] += report["max"]
         entry["workers"] += 1
         for at, old, new, why in changes:
-            if why == "successes":
+            if why == SLOW_START:
+                entry["doublings"] += 1
+            elif why == ADDITIVE:
                 entry["increases"] += 1
             else:
-                entry["halvings"][why] = entry["halvings"].get(why, 0) + 1
+                entry["cuts"][why] = entry["cuts"].get(why, 0) + 1
             history.append(
                 {
                     "at_s": round(at - started, 3),
@@ -69,28 +75,28 @@ def concurrency_summary(reports: Sequence[Mapping[str, Any]], started: float) ->
 
 def concurrency_lines(summary: Mapping[str, Any] | None) -> list[str]:
     """One terminal line per endpoint:
-    `concurrency auto  http://h:8000/v1: 4 -> 12 (found), 3 halvings on 429`, under xdist
-    `...: 2 workers, limits 2 -> 3 and 2 -> 3 (found), 53 halvings on 429`."""
+    `concurrency auto  http://h:8000/v1: 4 -> 12 (found), 3 cuts on 429`, under xdist
+    `...: 2 workers, limits 2 -> 3 and 2 -> 3 (found), 53 cuts on 429`."""
     if not summary:
         return []
     return [_line(url, entry) for url, entry in summary["endpoints"].items()]
 
 
 def _line(url: str, entry: Mapping[str, Any]) -> str:
-    halvings: Mapping[str, int] = entry["halvings"]
-    if halvings:
+    cuts: Mapping[str, int] = entry["cuts"]
+    if cuts:
         state = "found"
     elif entry["final"] >= entry["max"]:
         state = "at --concurrency-max"
     else:
         state = "no overload seen"
-    causes = sorted(halvings.items(), key=lambda item: (-item[1], item[0]))
+    causes = sorted(cuts.items(), key=lambda item: (-item[1], item[0]))
     if causes:
         (cause, count), *others = causes
-        said = [f"{count} halving{'s' if count != 1 else ''} on {cause}"]
+        said = [f"{count} cut{'s' if count != 1 else ''} on {cause}"]
         said += [f"{n} on {why}" for why, n in others]
     else:
-        said = ["no halvings"]
+        said = ["no cuts"]
     workers = entry.get("per_worker") or {}
     if len(workers) > 1:
         each = [f"{w['start']} -> {w['final']}" for _, w in sorted(workers.items())]

@@ -115,12 +115,13 @@ class EndpointSlots:
         """Give the slot back. `outcome` (adaptive slots learn from it): "ok", a retry's
         cause ("429", "503", "overloaded", ...), or None (no reply that says anything about
         load: a refused request, a cancellation); `sent`: when the request went out
-        (time.monotonic())."""
+        (time.monotonic(): a reply to a request sent before the limit's last change does
+        not move it)."""
         adaptive = self.adaptive.get(endpoint)
         if adaptive is not None and outcome is not None:
             change = None
             if outcome == "ok":
-                change = adaptive.succeeded(busy=self.in_use[endpoint] >= adaptive.limit)
+                change = adaptive.succeeded(sent, busy=self.in_use[endpoint] >= adaptive.limit)
             elif outcome in OVERLOAD_CAUSES:
                 change = adaptive.overloaded(outcome, sent)
             if change is not None:
