@@ -1,7 +1,7 @@
 """The statistics, in one place and pure-numeric: the percentile bootstrap over clusters
 (`bootstrap`), Wilson intervals and clustered proportions (`proportions`), pass@k
-(`pass_at_k`), Krippendorff's alpha (`krippendorff`) and the paired comparison of two runs
-(`paired`).
+(`pass_at_k`), Krippendorff's alpha (`krippendorff`), the paired comparison of two runs (`paired`) and
+anytime-valid confidence sequences for gates with a confidence (`sequential`).
 
 This is the bottom layer: it imports nothing else of ours (numpy and the standard library
 only), so the public contract (`api.metrics`, whose default metrics carry intervals) and

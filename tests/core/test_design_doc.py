@@ -135,6 +135,7 @@ FEATURES = (
     "presets",
     "launched servers",
     "the sandbox",
+    "gates with a confidence",
     "the generation cache",
 )
 
