@@ -233,9 +233,11 @@ def budget_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:
     items = sum(len(b["stopped_problem_ids"]) for b in blocks)
     if first["max_cost_usd"] is not None:
         spent = f"{format_usd(first['spent_usd'])} of {format_usd(first['max_cost_usd'])}"
+        flag = "--max-cost"
     else:
         spent = f"{first['spent_tokens']} of {first['max_total_tokens']} tokens"
-    return f"budget: stopped after {spent}; {items} items not run"
+        flag = "--max-total-tokens"
+    return f"budget: stopped after {spent}; {items} items not run; raise {flag} to go on"
 
 
 def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:

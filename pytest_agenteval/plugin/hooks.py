@@ -346,7 +346,10 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
     if runtime.fatal_error:  # retrying or going on cannot help: stop like -x
         request.session.shouldfail = f"agenteval: the server refused a request: {runtime.fatal_error}"
     if not record.complete:
-        pytest.fail(f"generation failed: {record.error}", pytrace=False)
+        error = record.error or ""
+        if error.startswith("BudgetExceeded: "):  # only the budget stopped it: its one line
+            pytest.fail(error.removeprefix("BudgetExceeded: "), pytrace=False)
+        pytest.fail(f"generation failed: {error}", pytrace=False)
     return Evaluation(record, suite)
 
 

@@ -23,7 +23,7 @@ from pytest_agenteval.api.records import (
 from pytest_agenteval.api.sampler import Completion, note_served, served_by
 from pytest_agenteval.api.suite import RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
-from pytest_agenteval.models import FatalRequestError, ModelChoice, ReplaySource, make_sampler
+from pytest_agenteval.models import BudgetExceeded, FatalRequestError, ModelChoice, ReplaySource, make_sampler
 from pytest_agenteval.run.counters import Counters
 from pytest_agenteval.run.engine import URGENT, Engine
 
@@ -291,17 +291,23 @@ class Runtime:
                     refill()
         generations: list[GenerationRecord] = []
         errors: list[str] = []
+        budget: BudgetExceeded | None = None  # the samples the budget did not send: one line
         for index, future in enumerate(futures):
             seed = sample_seed(self.settings.seed, problem.id, index)
             try:
                 rollout = future.result()
                 score = suite.score(problem, rollout, self.settings)
+            except BudgetExceeded as exc:
+                budget = exc
+                continue
             except Exception as exc:  # noqa: BLE001 - recorded as this item's error
                 errors.append(f"sample {index}: {one_line(exc)}")
                 if isinstance(exc, FatalRequestError):
                     self.fatal_error = str(exc)
                 continue
             generations.append(GenerationRecord(index, seed, rollout, score))
+        if budget is not None:
+            errors.append(one_line(budget))
         self.engine.release((suite.name, problem.node_id, j) for j in range(len(futures)))
         self._submitted.discard((suite.name, problem.node_id))
         passed = any(g.score.correct for g in generations)

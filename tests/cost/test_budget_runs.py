@@ -6,6 +6,7 @@ only what is missing, with and without xdist; and the start-up errors, one line 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,10 @@ def test_the_budget_stops_the_run_and_a_rerun_pays_only_for_what_is_missing(
     budget = summary["budget"]
     stopped = [p for p in problems if p["error"]]
     assert stopped and budget["stopped"] is True
+    # one line an item, however many of its samples were not sent
     assert all(
-        p["error"].count("BudgetExceeded: budget: not sent") == 2 - len(p["generations"]) for p in stopped
+        re.fullmatch(r"BudgetExceeded: not sent: budget \$0\.000500 reached \(\$0\.\d{6} spent\)", p["error"])
+        for p in stopped
     )
     assert budget["stopped_problem_ids"] == [p["problem_id"] for p in stopped]
     assert budget["spent_usd"] <= 0.0005 and budget["max_cost_usd"] == 0.0005
@@ -62,8 +65,13 @@ def test_the_budget_stops_the_run_and_a_rerun_pays_only_for_what_is_missing(
     finished = sum(len(p["generations"]) for p in problems)
     assert budget["requests"] == finished == len(paid_first)  # each finished generation paid once
     assert first.ret == pytest.ExitCode.TESTS_FAILED
-    line = f"budget: stopped after ${budget['spent_usd']:.6f} of $0.000500; {len(stopped)} items not run"
-    assert line in first.stdout.str()
+    line = (
+        f"budget: stopped after ${budget['spent_usd']:.6f} of $0.000500; {len(stopped)} items not run; "
+        "raise --max-cost to go on"
+    )
+    output = first.stdout.str()
+    assert line in output and "generation failed" not in output
+    assert output.count("BudgetExceeded") == 0  # no wall of repeated exception text
     # the rerun sends exactly the generations the first run did not finish, nothing twice
     assert len(paid_second) == 20 - finished and not set(paid_second) & paid_first
     problems2, (summary2,) = read_results(out2)
@@ -107,7 +115,10 @@ def test_the_token_budget_stops_the_run_without_a_price(run_suite, priced: tuple
     budget = summary["budget"]
     assert budget["spent_tokens"] <= 300 and budget["stopped"] is True
     assert sent == budget["requests"] == sum(len(p["generations"]) for p in problems)
-    assert f"budget: stopped after {budget['spent_tokens']} of 300 tokens" in result.stdout.str()
+    assert (
+        f"budget: stopped after {budget['spent_tokens']} of 300 tokens; {len(budget['stopped_problem_ids'])} "
+        "items not run; raise --max-total-tokens to go on"
+    ) in result.stdout.str()
 
 
 def _one_line(result: pytest.RunResult, message: str) -> None:

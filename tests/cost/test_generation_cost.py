@@ -151,7 +151,7 @@ def test_a_rollouts_cached_tokens_are_summed_over_its_turns() -> None:
                 {"stopped": True, "stopped_problem_ids": [3, 4], "max_cost_usd": 0.5, "spent_usd": 0.4999},
                 {"stopped": True, "stopped_problem_ids": ["x"], "max_cost_usd": 0.5, "spent_usd": 0.4999},
             ],
-            "budget: stopped after $0.499900 of $0.500000; 3 items not run",
+            "budget: stopped after $0.499900 of $0.500000; 3 items not run; raise --max-cost to go on",
         ),
         (
             [
@@ -163,7 +163,7 @@ def test_a_rollouts_cached_tokens_are_summed_over_its_turns() -> None:
                     "max_total_tokens": 1000,
                 }
             ],
-            "budget: stopped after 980 of 1000 tokens; 1 items not run",
+            "budget: stopped after 980 of 1000 tokens; 1 items not run; raise --max-total-tokens to go on",
         ),  # fmt: skip
     ],
 )

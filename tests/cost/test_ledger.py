@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agenteval.models.cost.budget import BudgetExceeded, BudgetLedger, Limits, prompt_estimate
+from pytest_agenteval.models.cost.budget import BudgetExceeded, BudgetLedger, Limits
+from pytest_agenteval.models.cost.prompt_bound import byte_bound
 
 
 def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Path) -> None:
@@ -21,10 +22,7 @@ def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Pat
     ledger.settle(key, 90, 0.005)
     with pytest.raises(BudgetExceeded) as caught:
         ledger.try_reserve(100, 0.006)
-    assert str(caught.value) == (
-        "budget: not sent: this request could cost up to $0.006000, and $0.005000 of --max-cost $0.010000 "
-        "is spent; raise --max-cost to go on"
-    )
+    assert str(caught.value) == "not sent: budget $0.010000 reached ($0.005000 spent)"
     state = ledger.state()
     assert (state.spent_usd, state.spent_tokens, state.requests, state.refused) == (0.005, 90, 1, 1)
     assert ledger.try_reserve(100, 0.005) is not None  # exactly the rest still fits
@@ -33,9 +31,7 @@ def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Pat
 def test_the_token_budget_needs_no_price(tmp_path: Path) -> None:
     ledger = BudgetLedger.create(Limits(max_total_tokens=1000), tmp_path)
     ledger.settle(ledger.try_reserve(600, 0.0), 600, 0.0)
-    with pytest.raises(
-        BudgetExceeded, match=r"up to 401 tokens, and 600 of --max-total-tokens 1000 are spent"
-    ):
+    with pytest.raises(BudgetExceeded, match=r"^not sent: budget 1000 tokens reached \(600 spent\)$"):
         ledger.try_reserve(401, 0.0)
     assert ledger.try_reserve(400, 0.0) is not None
 
@@ -102,13 +98,17 @@ def test_processes_racing_for_the_last_of_a_budget_never_overspend_it(tmp_path: 
     assert (state.requests, state.refused) == (100, 140)
 
 
+# framing: 32 a request, 8 a message, 256 where tools are declared (prompt_bound.py)
 @pytest.mark.parametrize(
     ("messages", "tools", "tokens"),
     [
-        ([{"role": "user", "content": "x" * 40}], None, 14),  # 10 + 4 for the message's framing
-        ([{"role": "system", "content": ""}, {"role": "user", "content": "abcde"}], None, 10),
-        ([{"role": "user", "content": "abcd"}], [{"type": "function"}], 11),  # + the tools' JSON
+        ([{"role": "user", "content": "x" * 40}], None, 80),  # 40 bytes + 32 + 8
+        ([{"role": "system", "content": ""}, {"role": "user", "content": "abcde"}], None, 53),
+        ([{"role": "user", "content": "abcd"}], [{"type": "function"}], 322),  # + 22 bytes of JSON + 256
+        ([{"role": "user", "content": "数学"}], None, 46),  # 6 bytes: 3 each
+        ([{"role": "user", "content": "é😀"}], None, 46),  # 2 + 4 bytes
+        ([{"role": "assistant", "content": "", "tool_calls": [{"id": "c"}]}], None, 53),  # + 13 bytes
     ],
 )
-def test_the_prompt_estimate_before_sending(messages: list, tools: list | None, tokens: int) -> None:
-    assert prompt_estimate(messages, tools) == tokens
+def test_the_prompt_bound_before_sending(messages: list, tools: list | None, tokens: int) -> None:
+    assert byte_bound(messages, tools) == tokens

@@ -24,8 +24,9 @@ from pytest_agenteval.api.sampler import (
     note_served,
     request_priority,
 )
+from pytest_agenteval.models.cost.meter import current_meter
 from pytest_agenteval.models.http.aimd import says_overloaded
-from pytest_agenteval.models.http.client import HttpClient, IdleTimeout, InvalidRequest
+from pytest_agenteval.models.http.client import HttpClient, IdleTimeout, InvalidRequest, NotSent
 from pytest_agenteval.models.http.health import EndpointHealth
 from pytest_agenteval.models.http.overflow import context_overflow
 from pytest_agenteval.models.http.replies import Retryable, error_message, parse_completions
@@ -49,6 +50,7 @@ class OpenAISampler:
     variable named by `api_key_env` and is never recorded."""
 
     supports_n = True  # `n` samples in one request (complete_n)
+    meters_attempts = True  # under a budget, each HTTP attempt is reserved and settled here
     records_served = False  # the run's model (not a judge): each reply's model goes to its record
 
     def __init__(
@@ -228,16 +230,28 @@ class OpenAISampler:
         priority = request_priority.get()
         started = time.monotonic()
         attempt, avoid = 0, None
+        meter = current_meter()  # the budget's (models/cost/meter.py): every attempt settled
+        prompt = await meter.bound(self.counter, self.model_name, body) if meter is not None else None
         while True:
             slots = self._slots
-            endpoint, wait = await slots.acquire(priority, functools.partial(self._pick_endpoint, avoid))
-            if endpoint is not None:
+            hold = await meter.reserve(prompt, body) if meter is not None and prompt is not None else None
+            try:
+                endpoint, wait = await slots.acquire(priority, functools.partial(self._pick_endpoint, avoid))
+            except BaseException:
+                self._unsent(meter, hold)
+                raise
+            if endpoint is None:
+                self._unsent(meter, hold)
+            else:
                 attempt += 1
                 self._in_flight[endpoint] += 1
                 sent, outcome = time.monotonic(), None  # the outcome tells auto's limit
                 try:
                     self._counts["requests"] += 1
                     data = await self._post(session, endpoint, body, route)
+                    if meter is not None:
+                        meter.answered(hold, data.get("usage") if isinstance(data, dict) else None)
+                        hold = None
                     completions = parse_completions(data, time.monotonic() - started, attempt)
                     completions = [self.reasoning_split(c) for c in completions]  # text: the answer
                     if self.records_served:
@@ -249,12 +263,19 @@ class OpenAISampler:
                 except Retryable as exc:
                     failure, outcome = exc, exc.cause
                     self._note_failure(endpoint, exc.cause)
+                    if not exc.sent:
+                        self._unsent(meter, hold)
+                        hold = None
                 except (FatalRequestError, ContextOverflowError) as exc:
                     self.health.succeeded(endpoint)  # it answered: alive
+                    self._unsent(meter, hold)  # refused with a status: nothing generated
+                    hold = None
                     if isinstance(exc, ContextOverflowError):
                         exc.attempts = attempt  # sent: counted in the run's requests
                     raise
                 finally:
+                    if meter is not None and hold is not None:  # no usage came back: maybe billed
+                        meter.maybe_billed(hold)
                     self._in_flight[endpoint] -= 1
                     self.health.release(endpoint)  # a probe cancelled or raising: free it
                     slots.release(endpoint, outcome, sent)
@@ -281,6 +302,11 @@ class OpenAISampler:
             self._counts["retries"] += 1
             self._counts[f"retry_{failure.cause}"] += 1
             await asyncio.sleep(wait)
+
+    @staticmethod
+    def _unsent(meter: Any, hold: Any) -> None:
+        if meter is not None and hold is not None:
+            meter.unsent(hold)
 
     def _pick_endpoint(
         self, avoid: str | None, in_use: Mapping[str, int], full: frozenset[str]
@@ -374,6 +400,8 @@ class OpenAISampler:
             raise Retryable("stream_interrupted") from exc
         except (StreamError, ValueError) as exc:  # ValueError: a line past MAX_LINE
             raise Retryable("truncated") from exc
+        except NotSent as exc:  # refused, or no TLS: the request never reached the server
+            raise Retryable("connection", sent=False) from exc
         except (ConnectionError, OSError) as exc:  # HttpError is one
             raise Retryable("connection") from exc
         overflow = context_overflow(status, raw, url)
@@ -386,12 +414,12 @@ class OpenAISampler:
             self._counts["requests"] += 1  # the refused one was sent too
             return await self._post(session, endpoint, body, route)
         if says_overloaded(status, raw):  # a 400 or 500 saying the server is overloaded
-            raise Retryable("overloaded", retry_after)
+            raise Retryable("overloaded", retry_after, sent=False)
         if status in FATAL_STATUS:
             self._counts[f"fatal_{status}"] += 1
             raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
-        if status in RETRYABLE_STATUS or status >= 500:
-            raise Retryable(str(status), retry_after)
+        if status in RETRYABLE_STATUS or status >= 500:  # a status before any body: not billed
+            raise Retryable(str(status), retry_after, sent=False)
         if status >= 400:
             raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
         try:

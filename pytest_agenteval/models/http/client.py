@@ -47,6 +47,11 @@ class HttpError(OSError):
     reset is)."""
 
 
+class NotSent(HttpError):
+    """The connection was never made (refused, no route, DNS, the TLS handshake): the
+    request provably never reached the server."""
+
+
 class IdleTimeout(Exception):
     """Nothing arrived for the idle timeout while connecting, or while a response was
     awaited or read."""
@@ -83,7 +88,8 @@ def _reraise(exc: BaseException, secrets: Mapping[str, str], when: str) -> NoRet
         raise exc  # the whole request's deadline (total)
     if isinstance(exc, aiohttp.ClientConnectorError):  # refused, DNS, TLS, the kernel's ETIMEDOUT
         message = f"cannot connect to {exc.host}:{exc.port}: {exc.os_error}"
-    elif isinstance(exc, aiohttp.ServerDisconnectedError):
+        raise NotSent(_scrub(" ".join(message.split()), secrets)) from exc
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
         message = f"the server closed the connection {when}"
     elif isinstance(exc, aiohttp.ClientPayloadError):
         message = f"the response body is cut short or badly framed: {exc}"

@@ -12,10 +12,15 @@ from pytest_agenteval.api.sampler import Completion, ToolCall
 
 
 class Retryable(Exception):
-    def __init__(self, cause: str, retry_after: float | None = None) -> None:
+    """A failed attempt worth another. `sent`: whether the server may have generated (and
+    billed) anything for it; False only where it provably did not: a refused connection,
+    a 429 or 5xx status before any body (the budget releases those, models/cost/meter.py)."""
+
+    def __init__(self, cause: str, retry_after: float | None = None, *, sent: bool = True) -> None:
         super().__init__(cause)
         self.cause = cause
         self.retry_after = retry_after
+        self.sent = sent
 
 
 def error_message(raw: bytes) -> str:

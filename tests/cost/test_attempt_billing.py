@@ -1,0 +1,78 @@
+"""The budget settles every HTTP attempt the server may have billed, against the test
+server over real sockets: the samples of a server that ignores `n` (sent as more
+requests), a reply cut short after the server generated it (billed, then retried), and
+the prompt's reservation as an upper bound of what the server counts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pytest_agenteval.api.sampler import SamplingParams
+from pytest_agenteval.models.backends.openai import OpenAISampler
+from pytest_agenteval.models.cost.budget import BudgetedSampler, BudgetLedger, Limits
+from pytest_agenteval.models.http.retry import RetryPolicy
+from pytest_agenteval.testing import AsyncOpenAITestServer, FaultContext, ServerConfig
+
+MESSAGES = [{"role": "user", "content": "What is 6 x 7? Think it through."}]
+PARAMS = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=50, seed=3)
+
+
+async def _complete_n(tmp_path: Path, config: ServerConfig, n: int, stream: bool = True):
+    async with AsyncOpenAITestServer(config) as server:
+        sampler = OpenAISampler(
+            [server.url], "mock-model", stream=stream, retry=RetryPolicy(base_delay_s=0.0)
+        )
+        ledger = BudgetLedger.create(Limits(max_total_tokens=100_000), tmp_path)
+        budgeted = BudgetedSampler(sampler, ledger, None)
+        try:
+            completions = await budgeted.complete_n(MESSAGES, PARAMS, n)
+        finally:
+            await sampler.aclose()
+        return completions, server.requests, ledger.state()
+
+
+def test_every_request_of_an_n_fallback_is_settled(tmp_path: Path) -> None:
+    """A server that ignores `n`: the 3 samples it left out go as 3 more requests, and the
+    ledger counts all 4 (it counted the first only: 4 x the tokens, 1 x charged)."""
+    config = ServerConfig(support_n=False, answer="It is \\boxed{42}.")
+    completions, requests, state = asyncio.run(_complete_n(tmp_path, config, 4))
+    assert len(completions) == 4 and len(requests) == 4
+    used = sum(c.prompt_tokens + (c.completion_tokens or 0) for c in completions)
+    assert state.spent_tokens == used
+
+
+def test_usage_is_summed_over_every_completion_of_a_request_of_n(tmp_path: Path) -> None:
+    config = ServerConfig(answer="It is \\boxed{42}.")
+    completions, requests, state = asyncio.run(_complete_n(tmp_path, config, 3, stream=False))
+    assert len(requests) == 1
+    usage = completions[0].request_usage
+    assert state.spent_tokens == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert state.requests == 1
+
+
+def _first_cut_short(context: FaultContext) -> str | None:
+    return "truncated" if context.attempt == 0 else None
+
+
+def test_an_attempt_cut_short_after_generation_is_settled_at_its_worst_case(tmp_path: Path) -> None:
+    """The server generated the first reply and the client never read it whole: the
+    provider bills it, so the ledger settles it at its reservation (it released it)."""
+    config = ServerConfig(answer="It is \\boxed{42}.", fault_plan=_first_cut_short)
+    (completion,), requests, state = asyncio.run(_complete_n(tmp_path, config, 1, stream=False))
+    assert [r["outcome"] for r in requests] == ["truncated", "ok"]
+    used = completion.prompt_tokens + (completion.completion_tokens or 0)
+    assert state.requests == 2  # two attempts settled
+    assert state.spent_tokens >= used + PARAMS.max_tokens  # the cut one: at least its max_tokens
+
+
+def _first_refused(context: FaultContext) -> str | None:
+    return "429" if context.attempt == 0 else None
+
+
+def test_a_429_before_any_body_is_released(tmp_path: Path) -> None:
+    config = ServerConfig(answer="It is \\boxed{42}.", fault_plan=_first_refused, retry_after="0")
+    (completion,), requests, state = asyncio.run(_complete_n(tmp_path, config, 1, stream=False))
+    assert [r["outcome"] for r in requests] == ["429", "ok"]
+    assert state.spent_tokens == completion.prompt_tokens + (completion.completion_tokens or 0)
+    assert state.requests == 1
