@@ -164,8 +164,19 @@ class CostReport:
             pytest.ExitCode.OK,
             pytest.ExitCode.TESTS_FAILED,
         ):
-            session.exitstatus = pytest.ExitCode.OK  # a projection, not a verdict
+            # a projection, not a verdict: 0 where every suite's selection was projected,
+            # 1 where a suite's sample items all errored (nothing to project from)
+            projected = not unprojected(self._collector(session.config), self._selected(session.config))
+            session.exitstatus = pytest.ExitCode.OK if projected else pytest.ExitCode.TESTS_FAILED
         return result
+
+    def _collector(self, config: pytest.Config) -> Any:
+        return config.pluginmanager.get_plugin("agenteval-results")
+
+    def _selected(self, config: pytest.Config) -> Mapping[str, int]:
+        """Items selected per suite (before the sample), from a worker or this process."""
+        sampler = config.pluginmanager.get_plugin("agenteval-estimate-sampler")
+        return self.selected or (sampler.selected if sampler is not None else {})
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
@@ -179,24 +190,34 @@ class CostReport:
         if line:
             terminalreporter.write_line(line, red=True, bold=True)
         if self.settings.estimate and collector is not None:
-            sampler = config.pluginmanager.get_plugin("agenteval-estimate-sampler")
-            selected = self.selected or (sampler.selected if sampler is not None else {})
-            for line in estimate_lines(collector, selected):
+            for line in estimate_lines(collector, self._selected(config)):
                 terminalreporter.write_line(line, bold=True)
+
+
+def _items_per_suite(collector: Any) -> dict[str, list[dict[str, Any]]]:
+    from pytest_agenteval.output.summary import unpack_record
+
+    per_suite: dict[str, list[dict[str, Any]]] = {}
+    for packed in collector.records.values() if collector is not None else ():
+        data = unpack_record(packed)
+        per_suite.setdefault(data["suite"], []).append(data)
+    return per_suite
 
 
 def estimate_lines(collector: Any, selected: Mapping[str, int]) -> list[str]:
     """The projection of each suite's selection from the items run (docs/cost.md)."""
-    from pytest_agenteval.output.summary import unpack_record
+    per_suite = _items_per_suite(collector)
+    return [project(suite, per_suite.get(suite, []), total) for suite, total in sorted(selected.items())]
 
-    per_suite: dict[str, list[dict[str, Any]]] = {}
-    for packed in collector.records.values():
-        data = unpack_record(packed)
-        per_suite.setdefault(data["suite"], []).append(data)
-    lines = []
-    for suite, total in sorted(selected.items()):
-        lines.append(project(suite, per_suite.get(suite, []), total))
-    return lines
+
+def unprojected(collector: Any, selected: Mapping[str, int]) -> list[str]:
+    """The suites with items selected and no finished sample item to project them from."""
+    per_suite = _items_per_suite(collector)
+    return [
+        suite
+        for suite, total in sorted(selected.items())
+        if total and not any(data.get("complete") for data in per_suite.get(suite, []))
+    ]
 
 
 def item_usage(data: Mapping[str, Any]) -> tuple[int, int, float | None, bool]:

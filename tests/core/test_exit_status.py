@@ -205,6 +205,15 @@ ROWS = {
     "estimate": Row(
         "--estimate (a sample run, the rest projected)", (0, 0, 0), (0, 0, 0), ALL, args=("--estimate",)
     ),
+    # the sample is problem 1 alone, and its rollout raises: nothing to project from
+    "estimate-unprojected": Row(
+        "--estimate, every sample item of a suite errored (nothing projected)",
+        (1, 1, 1),
+        (1, 1, 1),
+        ("none", "fails"),
+        args=("--estimate", "--estimate-sample=1"),
+        fault='RuntimeError("the rollout broke")',
+    ),
     "no-tests": Row(
         "nothing ran (-k selects none)", (5, 1, 1), (5, 1, 1), ("none", "holds"), args=("-k", "none")
     ),
