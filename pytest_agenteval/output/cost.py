@@ -210,9 +210,9 @@ def cost_summary(
 def budget_block(records: Sequence[ProblemRecord], ledger: Any) -> dict[str, Any]:
     """The run's budget, what it spent (every process, judges included) and the items the
     budget stopped (errors whose cause is `budget`)."""
-    state = ledger.state()
+    state = ledger.run_state()  # this run's own (a shard's share of a --budget-ledger)
     stopped = [r.problem_id for r in records if r.error and BUDGET_ERROR in r.error]
-    return {
+    block = {
         "max_cost_usd": ledger.limits.max_cost_usd,
         "max_total_tokens": ledger.limits.max_total_tokens,
         "spent_usd": state.spent_usd,
@@ -221,7 +221,17 @@ def budget_block(records: Sequence[ProblemRecord], ledger: Any) -> dict[str, Any
         "refused_requests": state.refused,
         "stopped": bool(stopped),
         "stopped_problem_ids": stopped,
+        # how the prompts were reserved (models/cost/prompt_bound.py): requests by method
+        "prompt_reservation": dict(state.reservations),
     }
+    if getattr(ledger, "shared_path", None):  # --budget-ledger: what every run on it spent
+        total = ledger.state()
+        block["ledger"] = {
+            "path": str(ledger.shared_path),
+            "spent_usd": total.spent_usd,
+            "spent_tokens": total.spent_tokens,
+        }
+    return block
 
 
 def budget_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:

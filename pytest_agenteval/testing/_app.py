@@ -1,3 +1,4 @@
+# One concept, over 500 lines: the mock server's one aiohttp app (routes, faults, replies, billing)
 """The aiohttp application behind the mock server: routing, validation, faults, replies."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_agenteval.testing._batch import BatchService
+from pytest_agenteval.testing._billing import Billing, bill_ids
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import FaultInjector, unit_draw
 from pytest_agenteval.testing._overflow import request_overflow
@@ -103,6 +105,7 @@ class ServerCore:
         self._ids = itertools.count(1)
         self.side_requests: dict[str, int] = {}  # tokenize calls, which are not generations
         self.batches = BatchService(config.batch, self.batch_reply, self._auth_error, request_key)
+        self.billing = Billing() if config.billing else None  # a provider's books (_billing.py)
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
@@ -112,7 +115,8 @@ class ServerCore:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/stats/reset", self._reset)
-        add_tokenize_routes(app, self.config.tokenize, self.side_requests)
+        tokenizer = bill_ids if self.billing is not None else char_tokens
+        add_tokenize_routes(app, self.config.tokenize, self.side_requests, tokenizer)
         self.batches.add_routes(app)
         # handler_cancellation: a client that hangs up (timeout) ends its request's
         # in-flight time instead of leaving a handler sleeping on.
@@ -168,6 +172,7 @@ class ServerCore:
             **self.tracker.snapshot(),
             **self.rate_limit.stats(),
             "batch": self.batches.stats(),
+            **({"billed": self.billing.totals()} if self.billing is not None else {}),
         }
 
     def reset(self) -> None:
@@ -176,6 +181,8 @@ class ServerCore:
         self.injector.reset()
         self.rate_limit.reset()
         self.batches.reset()
+        if self.billing is not None:
+            self.billing.reset()
 
     # -- control endpoints -----------------------------------------------------------
     async def _models(self, request: web.Request) -> web.Response:
@@ -282,6 +289,7 @@ class ServerCore:
             rec.outcome = "stall"  # logged as such even if the client gives up meanwhile
             await asyncio.sleep(self.config.stall_s)
             if self.config.stall_then == "close":
+                self._bill_unseen(body, rec)
                 return self._reset_connection(request, rec)
             fault = None
         else:
@@ -349,6 +357,7 @@ class ServerCore:
         self, request: web.Request, kind: str, body: dict[str, Any], rec: _Attempt
     ) -> web.StreamResponse:
         if kind == "reset":
+            self._bill_unseen(body, rec)
             return self._reset_connection(request, rec)
         if kind == "truncated":
             return self._truncated(request, body, rec)
@@ -381,6 +390,11 @@ class ServerCore:
             transport.write(head.encode() + b"\r\n" + payload[: len(payload) // 2])
             transport.close()  # flushes what was written, then FIN
         return web.Response(status=500)  # never sent: the transport is closing
+
+    def _bill_unseen(self, body: dict[str, Any], rec: _Attempt) -> None:
+        """A billing server generated this reply before the connection went: bill it."""
+        if self.billing is not None:
+            self._payload(body, rec)
 
     def _reset_connection(self, request: web.Request, rec: _Attempt) -> web.StreamResponse:
         self._finish(rec)
@@ -449,7 +463,7 @@ class ServerCore:
                 end = "<|im_end|>" if choice["finish_reason"] == "stop" else ""
                 choice["token_ids"] = char_tokens(choice["text"] + end)
                 choice["prompt_token_ids"] = body["prompt_ids"]
-        return {
+        payload = {
             "id": f"{'chatcmpl' if chat else 'cmpl'}-mock{next(self._ids):06d}",
             "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
@@ -463,6 +477,9 @@ class ServerCore:
                 **usage_details(reasoning_tokens, self.config),
             },
         }
+        if self.billing is not None:  # usage by the server's own tokenizer, and on its books
+            self.billing.bill(body, payload)
+        return payload
 
 
 def _parse_body(raw: bytes) -> dict[str, Any] | None:

@@ -83,6 +83,10 @@ class ServerConfig:
 
     batch: BatchConfig = field(default_factory=BatchConfig)  # the Batch API's behaviour (_batch.py)
 
+    # bill like a provider (_billing.py): usage by the server's own tokenizer, and every
+    # token generated counted in `server.billed`, whether or not the client got the reply
+    billing: bool = False
+
     log_bodies: bool = False  # keep each request's whole JSON body in its log entry
     log_path: str | Path | None = None  # also append every log entry to this JSONL file
     shutdown_timeout: float = 1.0  # grace for in-flight requests when the server stops

@@ -51,6 +51,14 @@ class _ServerHandle:
         return dict(self._core.side_requests)
 
     @property
+    def billed(self) -> dict[str, int]:
+        """A billing server's books (`ServerConfig(billing=True)`): prompt and completion
+        tokens of every generation, whether or not the client got it."""
+        if self._core.billing is None:
+            raise RuntimeError("the server does not bill: ServerConfig(billing=True)")
+        return self._core.billing.totals()
+
+    @property
     def in_flight(self) -> int:
         """Generation requests being served right now."""
         return self._core.tracker.current

@@ -6,7 +6,7 @@ count that came from the server is told apart from a 4-characters-a-token estima
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -34,24 +34,31 @@ def char_tokens(text: str) -> list[int]:
     return [ord(char) for char in text]
 
 
-def add_tokenize_routes(app: web.Application, flavour: str, counter: dict[str, int]) -> None:
+def add_tokenize_routes(
+    app: web.Application,
+    flavour: str,
+    counter: dict[str, int],
+    tokenizer: Callable[[str], list[int]] = char_tokens,
+) -> None:
+    """`tokenizer`: one token a character, or the billing server's (_billing.py)."""
+
     async def vllm(request: web.Request) -> web.Response:
         counter["tokenize"] = counter.get("tokenize", 0) + 1
         body = await request.json()
         text = render_chatml(body) if "messages" in body else str(body.get("prompt", ""))
-        tokens = char_tokens(text)
+        tokens = tokenizer(text)
         return web.json_response({"count": len(tokens), "max_model_len": 1 << 20, "tokens": tokens})
 
     async def llama(request: web.Request) -> web.Response:
         counter["tokenize"] = counter.get("tokenize", 0) + 1
         body = await request.json()
-        return web.json_response({"tokens": char_tokens(str(body.get("input", "")))})
+        return web.json_response({"tokens": tokenizer(str(body.get("input", "")))})
 
     async def llama_server(request: web.Request) -> web.Response:
         # llama.cpp's C++ server: text under "content"; any other body gives no tokens
         counter["tokenize"] = counter.get("tokenize", 0) + 1
         body = await request.json()
-        return web.json_response({"tokens": char_tokens(str(body.get("content", "")))})
+        return web.json_response({"tokens": tokenizer(str(body.get("content", "")))})
 
     if flavour == "vllm":
         app.router.add_post("/tokenize", vllm)
