@@ -20,6 +20,20 @@ def share(text: str) -> float:
 share.annotation = float  # type: ignore[attr-defined]  # the Settings attribute
 
 
+def level(text: str) -> float:
+    """A confidence: a number strictly between 0 and 1 (or a percentage)."""
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value < 1.0:
+        raise ValueError("a confidence: give a number between 0 and 1, e.g. 0.95 (or 95%)")
+    return value
+
+
+level.annotation = float  # type: ignore[attr-defined]  # the Settings attribute (None: unset)
+
+
 OPTIONS: tuple[Option, ...] = group(
     "output and gates",
     *topic(
@@ -38,6 +52,16 @@ OPTIONS: tuple[Option, ...] = group(
             'threshold gate, e.g. "aime25.average_at_n >= '
             "0.30\" (repeatable; with a gate the exit status is the gate's)",
             multiple=True,
+            local=True,
+        ),
+        Option(
+            "gate_confidence",
+            "--agenteval-gate-confidence",
+            None,
+            "decide every threshold gate by an interval at this confidence, e.g. 0.95: PASS when it "
+            "lies wholly on the gate's side, FAIL when wholly on the other, UNDECIDED (exit 1) otherwise; "
+            'a gate\'s own "@ 0.9" wins (without either: a point comparison)',
+            level,
             local=True,
         ),
         Option(

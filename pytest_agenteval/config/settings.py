@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         # Results, gates and baselines
         out: str | None
         gates: tuple[str, ...]
+        gate_confidence: float | None
         compare: str | None
         compare_tolerance: float
         length_warn_share: float

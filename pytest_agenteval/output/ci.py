@@ -66,8 +66,13 @@ def suite_properties(
             if summary.get(field):
                 properties.append((f"{name}.{field}", str(summary[field])))
     for index, result in enumerate(gates, 1):
-        verdict = "PASS" if result.passed else "FAIL"
+        verdict = getattr(result, "verdict", "PASS" if result.passed else "FAIL")  # or UNDECIDED
         properties.append((f"{PREFIX}.gate.{index}", f"{verdict} {result.gate.expression} ({result.reason})"))
+        if getattr(result, "decision", None) is not None:  # a gate with a confidence
+            properties.append((f"{PREFIX}.gate.{index}.decision", result.decision))
+            if result.interval is not None:
+                low, high = result.interval
+                properties.append((f"{PREFIX}.gate.{index}.interval", f"[{low:.4f}, {high:.4f}]"))
     for comparison in comparisons:
         verdict = comparison.verdict
         properties.append((f"{PREFIX}.compare.{comparison.suite}", f"{verdict} {comparison.reason}"))
@@ -211,7 +216,8 @@ def step_summary(
         for r in gates:
             value = "-" if r.value is None else f"{r.value:.4f}"
             lines.append(
-                f"| `{r.gate.expression}` | {'PASS' if r.passed else 'FAIL'} | {value} | {r.reason} |"
+                f"| `{r.gate.expression}` | {getattr(r, 'verdict', 'PASS' if r.passed else 'FAIL')} "
+                f"| {value} | {r.reason} |"
             )
         for c in comparisons:
             verdict = c.verdict

@@ -1,7 +1,12 @@
 """Threshold gates: `aime25.average_at_n >= 0.30`, checked against the run's summaries; in a
 sweep of models, gates that name them: `aime25[step-200].average_at_n >= 0.30` and
 `aime25[step-200].average_at_n >= aime25[base].average_at_n + 0.02`, which must also hold
-in a paired comparison over the problems both models ran (`evaluate_sweep_gate`)."""
+in a paired comparison over the problems both models ran (`evaluate_sweep_gate`).
+
+A threshold gate with a confidence, `aime25.average_at_n >= 0.4 @ 0.95` (or every threshold
+gate under `--agenteval-gate-confidence`), decides by an interval instead of the point:
+PASS when it lies wholly where the gate holds, FAIL when wholly where it does not,
+UNDECIDED otherwise (`decide_with_confidence`)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
@@ -33,6 +38,7 @@ _MODEL_GATE = re.compile(
     rf"^\s*(?P<suite>{_SUITE})\[(?P<label>{_LABEL})\]\.(?P<metric>[\w-]+(?:\.[\w>-]+)*)\s*"
     r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<right>.*?)\s*$"
 )
+_LEVEL = re.compile(rf"^(?P<body>.*?)\s*@\s*(?P<level>{_NUMBER})(?P<pct>%?)\s*$")
 _RIGHT_NUMBER = re.compile(rf"^(?P<value>[-+]?{_NUMBER})(?P<pct>%?)$")
 # the right-hand metric is matched lazily, so `...average_at_n-0.02` reads as a margin of -0.02
 _RIGHT_MODEL = re.compile(
@@ -74,6 +80,7 @@ class Gate:
     threshold: float  # the number; with `other`, the margin: left OP other + threshold
     label: str | None = None  # the model the left side names (a sweep); None: none named
     other: Operand | None = None  # the other model's metric, when the gate compares two
+    confidence: float | None = None  # `@ 0.95`: decided by an interval; None: by the point
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -97,6 +104,17 @@ class GateResult:
     delta: float | None = None
     ci95: tuple[float, float] | None = None
     paired_problems: int | None = None
+    # a gate with a confidence: PASS, FAIL or UNDECIDED, the interval at that confidence and
+    # the draws behind it (UNDECIDED is not passed: it exits 1, as a gate that does not hold)
+    decision: str | None = None
+    interval: tuple[float, float] | None = None
+    draws: int | None = None
+    point: bool = False  # decided by comparing the point estimate alone (no interval): say so
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL or (a gate with a confidence only) UNDECIDED."""
+        return self.decision or ("PASS" if self.passed else "FAIL")
 
     def as_dict(self) -> dict[str, Any]:
         found = {
@@ -110,11 +128,25 @@ class GateResult:
             "delta": self.delta,
             "ci95": list(self.ci95) if self.ci95 else None,
             "paired_problems": self.paired_problems,
+            "decision": self.decision,
+            "confidence": self.gate.confidence,
+            "interval": list(self.interval) if self.interval else None,
+            "draws": self.draws,
         }
         return found | {key: value for key, value in extra.items() if value is not None}
 
 
 def parse_gate(expression: str) -> Gate:
+    level = _LEVEL.match(expression)
+    if level is not None:
+        confidence = float(level["level"]) / (100 if level["pct"] else 1)
+        if not 0 < confidence < 1:
+            raise GateError(
+                f"--agenteval-gate {expression!r}: a confidence is within (0, 1), e.g. "
+                f'"{level["body"].strip()} @ 0.95" (or @ 95%)'
+            )
+        gate = parse_gate(level["body"])
+        return with_confidence(replace(gate, expression=expression.strip()), confidence, explicit=True)
     if "[" in expression:
         return _parse_model_gate(expression)
     match = _GATE.match(expression)
@@ -160,6 +192,60 @@ def _parse_model_gate(expression: str) -> Gate:
         )
     margin = float(model["margin"] or 0) / (100 if model["pct"] else 1) * (-1 if model["sign"] == "-" else 1)
     return Gate(expression.strip(), suite, metric, op, margin, label, other)
+
+
+# Metrics that are a mean of bounded draws, each with the summary field that counts its
+# draws: what a confidence can be stated for (`<x>` matches one path part).
+CONFIDENCE_METRICS: dict[str, str] = {
+    "average_at_n": "generations",
+    "format_rate": "generations",
+    "pass_at_n": "problems",
+    "maj_at_n": "problems",
+    "pass_at_k.<k>": "problems",
+    "accuracy": "scored|items",  # GAIA counts the scored items, BFCL every item
+    "per_category.<c>.accuracy": "per_category.<c>.total",
+    "per_level.<l>.accuracy": "per_level.<l>.total",
+}
+
+
+def with_confidence(gate: Gate, confidence: float | None, explicit: bool = False) -> Gate:
+    """The gate decided at `confidence` (a gate's own `@ LEVEL` wins over the option's);
+    a GateError where that cannot be: `==`, `!=`, a gate comparing two models, or a metric that
+    is not a mean of bounded draws. `explicit`: the level is the gate's own."""
+    if confidence is None or (gate.confidence is not None and not explicit):
+        return gate
+    if gate.other is not None:
+        if not explicit:
+            return gate  # the option sets threshold gates; two models keep the paired bootstrap
+        raise GateError(
+            f"--agenteval-gate {gate.expression!r}: a confidence on a gate comparing two models is not "
+            "supported; drop the '@ LEVEL' (its paired 95% bootstrap decides)"
+        )
+    if gate.op in ("==", "!="):
+        raise GateError(
+            f"--agenteval-gate {gate.expression!r}: an interval can show {gate.metric} above or below a "
+            f"number, never {'equal' if gate.op == '==' else 'unequal'} to it; use >=, >, <= or <"
+        )
+    if _draws_field(gate.metric) is None:
+        raise GateError(
+            f"--agenteval-gate {gate.expression!r}: {gate.metric} is not a mean of bounded draws, so no "
+            f"interval decides it; a confidence needs one of {', '.join(CONFIDENCE_METRICS)} (or drop "
+            "the level for a point comparison)"
+        )
+    return replace(gate, confidence=confidence)
+
+
+def _draws_field(metric: str) -> str | None:
+    """The summary path(s) counting the draws behind `metric`, or None: not gateable."""
+    got = metric.split(".")
+    for template, field in CONFIDENCE_METRICS.items():
+        want = template.split(".")
+        if len(want) == len(got) and all(w == g or w.startswith("<") for w, g in zip(want, got, strict=True)):
+            if template.startswith("pass_at_k") and not got[1].isdigit():
+                return None
+            slot = next((g for w, g in zip(want, got, strict=True) if w.startswith("<")), "")
+            return re.sub(r"<\w+>", slot, field)
+    return None
 
 
 def check_gate_labels(gates: Sequence[Gate], labels: Sequence[str]) -> None:
@@ -271,10 +357,44 @@ def evaluate_gate(gate: Gate, summaries: Mapping[str, Mapping[str, Any]]) -> Gat
         return GateResult(gate, False, None, f"no results for suite {gate.suite}")
     number, problem = _read(summary, gate.metric)
     if problem is not None or number is None:
-        return GateResult(gate, False, number, problem or "")
+        return GateResult(gate, False, number, problem or "", decision="FAIL" if gate.confidence else None)
+    if gate.confidence is not None:
+        return decide_with_confidence(gate, number, summary)
     passed = _OPERATORS[gate.op](number, gate.threshold)
     verdict = "holds" if passed else "does not hold"
-    return GateResult(gate, passed, number, f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}")
+    reason = f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}"
+    return GateResult(gate, passed, number, reason, point=True)
+
+
+def decide_with_confidence(gate: Gate, value: float, summary: Mapping[str, Any]) -> GateResult:
+    """A complete run's gate at its confidence. The run looks once, at its end, so the
+    interval is Hoeffding's for a mean of independent draws in [0, 1] with their own means
+    (each problem its own rate): value +- sqrt(log(2 / alpha) / (2 n)). The betting confidence
+    sequence needs draws of one mean (problems drawn at random: --agenteval-sequential)."""
+    from pytest_agenteval.stats.sequential import FAIL, PASS, UNDECIDED, hoeffding_interval
+
+    assert gate.confidence is not None
+    fields = (_draws_field(gate.metric) or "").split("|")
+    counts = [_resolve(summary, field) for field in fields]
+    draws = next((int(c) for c in counts if isinstance(c, int) and not isinstance(c, bool)), 0)
+    if draws < 1:
+        why = f"no count of the draws behind {gate.metric} ({' or '.join(fields)}) in the summary"
+        return GateResult(gate, False, value, f"{why}: gates fail closed", decision=FAIL)
+    low, high = hoeffding_interval(value, draws, 1 - gate.confidence)
+    holds = [_OPERATORS[gate.op](bound, gate.threshold) for bound in (low, high)]  # a half-line
+    decision = PASS if all(holds) else FAIL if not any(holds) else UNDECIDED
+    whole = round(gate.confidence * 100, 6).is_integer()
+    level = f"{gate.confidence:.0%}" if whole else f"{gate.confidence:g}"
+    found = f"{value:.4f}, {level} interval [{low:.4f}, {high:.4f}] over {draws:,} draws (Hoeffding)"
+    claim = {
+        PASS: f"wholly {gate.op} {gate.threshold:g}",
+        FAIL: f"wholly on the other side of {gate.threshold:g}",
+        UNDECIDED: f"holds {gate.threshold:g}: undecided, the data cannot tell",
+    }[decision]
+    reason = f"{found}; {claim}"
+    return GateResult(
+        gate, decision == PASS, value, reason, decision=decision, interval=(low, high), draws=draws
+    )
 
 
 # The paired comparison needs a per-problem score whose mean over problems is the metric,
@@ -337,9 +457,8 @@ def evaluate_sweep_gate(
     if summary is None:
         return GateResult(gate, False, None, f"no results for {left}")
     if gate.other is None:
-        plain = Gate(gate.expression, gate.suite, gate.metric, gate.op, gate.threshold)
-        result = evaluate_gate(plain, {gate.suite: summary})
-        return GateResult(gate, result.passed, result.value, result.reason)
+        result = evaluate_gate(replace(gate, label=None), {gate.suite: summary})
+        return replace(result, gate=gate)
     right = gate.other.model
     other = summaries_by_key.get((gate.suite, gate.other.label))
     if other is None:

@@ -100,7 +100,12 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
 
 
 def gate_lines(results: Sequence[GateResult]) -> list[str]:
-    return [f"gate {'PASS' if r.passed else 'FAIL'}  {r.gate.expression}  ({r.reason})" for r in results]
+    """One line a gate; a gate decided by its point estimate alone says so (a level, `@ 0.95`
+    or --agenteval-gate-confidence, decides by an interval)."""
+    return [
+        f"gate {r.verdict}  {r.gate.expression}  ({r.reason}{', a point comparison' if r.point else ''})"
+        for r in results
+    ]
 
 
 def run_lines(

@@ -27,7 +27,14 @@ from pytest_agenteval.models import (
     probe_token_routes,
 )
 from pytest_agenteval.models.keys import api_key_from_env
-from pytest_agenteval.output.gate import Gate, GateError, check_metric_name, check_pass_at_k, parse_gate
+from pytest_agenteval.output.gate import (
+    Gate,
+    GateError,
+    check_metric_name,
+    check_pass_at_k,
+    parse_gate,
+    with_confidence,
+)
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
 from pytest_agenteval.plugin.items import declares_suite, suite_files
 from pytest_agenteval.tasks.registry import (
@@ -207,7 +214,7 @@ def check_model(settings: Settings, collect_only: bool = False, sdk_home: Path |
 
 def check_gates(settings: Settings) -> list[Any]:
     try:
-        gates = [parse_gate(expression) for expression in settings.gates]
+        gates = [with_confidence(parse_gate(e), settings.gate_confidence) for e in settings.gates]
         for gate in gates:
             check_metric_name(gate, KNOWN_METRICS)
     except GateError as exc:

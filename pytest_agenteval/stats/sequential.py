@@ -194,6 +194,14 @@ class BettingCS:
         return PASS if (side > 0) == (op in (">=", ">")) else FAIL
 
 
+def hoeffding_interval(mean: float, draws: int, alpha: float) -> tuple[float, float]:
+    """Hoeffding's fixed-time interval for the mean of `draws` independent draws in [0, 1],
+    each with its own mean (the interval is for their average): mean +- sqrt(log(2 / alpha)
+    / (2 draws)), clipped to [0, 1]. For one look at a fixed number of draws."""
+    radius = math.sqrt(math.log(2 / alpha) / (2 * draws))
+    return round(max(0.0, mean - radius), 12), round(min(1.0, mean + radius), 12)
+
+
 def hoeffding_rho(draws: int, alpha: float) -> float:
     """The normal mixture's rho that makes the boundary tightest after `draws` draws of
     variance proxy 1/4 (Hoeffding, draws in [0, 1]): rho = r v with r solving

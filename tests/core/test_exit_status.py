@@ -115,7 +115,7 @@ ROWS = {
         (1, 0, 1),
         (1, 0, 1),
         ALL,
-        line="gate PASS  mymath.average_at_n >= 0.5  (0.5000 >= 0.5 holds)",
+        line="gate PASS  mymath.average_at_n >= 0.5  (0.5000 >= 0.5 holds, a point comparison)",
     ),
     "ordinary-test": Row(
         "an ordinary test",
@@ -228,6 +228,18 @@ ROWS = {
         args=("--agenteval-compare=baseline.jsonl",),
         line="compare UNDECIDED  mymath.average_at_n  (1.0000 vs 1.0000 on 2 shared problems, diff +0.0000: "
         "too few problems to decide (2 paired; need >= 10))",
+    ),
+    # a gate with a confidence whose interval holds its threshold (2 draws: [0.0397, 1] around
+    # 1.0) is UNDECIDED, and CI must not go green on it, whatever the other gates say
+    "gate-undecided": Row(
+        "nothing; a gate with a confidence is undecided (its interval holds the threshold)",
+        (1, 1, 1),
+        (1, 1, 1),
+        ALL,
+        answers=SOLVED,
+        args=("--agenteval-gate", "mymath.average_at_n >= 0.5 @ 0.95"),
+        line="gate UNDECIDED  mymath.average_at_n >= 0.5 @ 0.95  (1.0000, 95% interval [0.0397, 1.0000] "
+        "over 2 draws (Hoeffding); holds 0.5: undecided, the data cannot tell)",
     ),
     # the same with one problem unsolved: no verdict forgives it (before, it was xfailed: exit 0)
     "unsolved-compare-undecided": Row(

@@ -60,7 +60,9 @@ def test_failures_alone_pass_a_gate(run_suite, replay: Path) -> None:
     result, _ = run_suite(f"--model-path=replay:{replay}", "--agenteval-gate", "aime25.average_at_n >= 0.5")
     result.assert_outcomes(passed=3, xfailed=1)  # with a gate, an unsolved item is xfailed (docs/ci.md)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["gate PASS  aime25.average_at_n >= 0.5  (0.5000 >= 0.5 holds)"])
+    result.stdout.fnmatch_lines(
+        ["gate PASS  aime25.average_at_n >= 0.5  (0.5000 >= 0.5 holds, a point comparison)"]
+    )
 
 
 def test_a_gate_below_threshold_fails_the_run(run_suite, replay: Path) -> None:
@@ -72,7 +74,9 @@ def test_a_gate_below_threshold_fails_the_run(run_suite, replay: Path) -> None:
         "aime25.average_at_n > 0.5",
     )
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["gate FAIL  aime25.average_at_n > 0.5  (0.5000 > 0.5 does not hold)"])
+    result.stdout.fnmatch_lines(
+        ["gate FAIL  aime25.average_at_n > 0.5  (0.5000 > 0.5 does not hold, a point comparison)"]
+    )
     _, (summary,) = read_results(out)
     assert [g["passed"] for g in summary["gates"]] == [True, False]
 
