@@ -145,7 +145,7 @@ def cost_summary(
     by_model: dict[str, dict[str, Any]] = {}
     by_judge: dict[str, dict[str, Any]] = {}
     usd = cached_usd = batched_usd = 0.0
-    batched = 0
+    batched = priced = 0
     for record in records:
         for generation in record.generations:
             rollout = generation.rollout
@@ -153,6 +153,7 @@ def cost_summary(
             cost = extra.get("cost_usd")
             batched += extra.get("via") == "batch"
             if isinstance(cost, int | float):
+                priced += 1
                 usd += cost
                 cached_usd += cost if rollout.cached else 0.0
                 batched_usd += cost if extra.get("via") == "batch" else 0.0
@@ -179,13 +180,14 @@ def cost_summary(
                 _cached_tokens(extra),
                 cost if isinstance(cost, int | float) else None,
             )
+    dollars = bool(by_model) and bool(priced)  # null where nothing had a price (docs/cost.md)
     block: dict[str, Any] = {
         "billed_as": run_name,  # the price's name; a merge reads it back (merged_cost)
-        "usd": round(usd, USD_DIGITS) if by_model else None,
-        "usd_from_cache": round(cached_usd, USD_DIGITS) if by_model else None,
+        "usd": round(usd, USD_DIGITS) if dollars else None,
+        "usd_from_cache": round(cached_usd, USD_DIGITS) if dollars else None,
         # generations this run's --batch answered: paid by this run, at the batch price
         "batched_generations": batched,
-        "usd_batched": round(batched_usd, USD_DIGITS) if by_model else None,
+        "usd_batched": round(batched_usd, USD_DIGITS) if dollars else None,
         "by_model": by_model,
         "by_judge": by_judge,
         "prices": {name: prices[name].as_dict() for name in by_model if name in prices},
@@ -250,32 +252,57 @@ def budget_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:
     return f"budget: stopped after {spent}; {items} items not run; raise {flag} to go on"
 
 
+def format_duration(seconds: float) -> str:
+    """`0.4 s`, `32 s`, `4 m 49 s`, `3 h 26 m`: a duration a reader takes in at a glance."""
+    if seconds < 9.95:
+        return f"{round(seconds, 1):g} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} m {whole % 60} s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} m"
+
+
+def _devices(count: int) -> str:
+    return "on 1 device" if count == 1 else f"across {count} devices"
+
+
 def cost_lines(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line a suite: its cost in USD (and from the cache), or its device seconds."""
+    """One line a suite: its cost in USD (and from the cache), `n/a` without a price, or
+    its device time."""
     lines = []
     for summary in summaries:
         block = summary.get("cost") or {}
         parts = []
+        unpriced = [n for n, m in (block.get("by_model") or {}).items() if m.get("unpriced")]
+        missing = f"(no price for {', '.join(unpriced)}: --prices FILE)"
         if block.get("usd") is not None:
-            parts.append(format_usd(block["usd"]))
+            parts.append(format_usd(block["usd"]) + (f" + n/a {missing}" if unpriced else ""))
             if block.get("usd_batched"):
                 parts.append(
                     f"{format_usd(block['usd_batched'])} of it through this run's batch (batch price)"
                 )
             if block.get("usd_from_cache"):
                 parts.append(f"{format_usd(block['usd_from_cache'])} of it from the cache (not paid again)")
-            unpriced = [n for n, m in block.get("by_model", {}).items() if m.get("unpriced")]
-            if unpriced:
-                parts.append(f"no price for {', '.join(unpriced)} (--prices FILE)")
-        if block.get("device_seconds") is not None and summary.get("model_label"):
-            # a sweep's models share the run's wall time: each model's own is its generations'
-            parts.append(
-                f"{block.get('generation_device_seconds') or 0.0:.1f} device-seconds generating on "
-                f"{block['devices']} device(s) (the sweep's wall time, shared by its models: "
-                f"{block['device_seconds']:.1f})"
-            )
-        elif block.get("device_seconds") is not None:
-            parts.append(f"{block['device_seconds']:.1f} device-seconds on {block['devices']} device(s)")
+        elif unpriced:
+            parts.append(f"n/a {missing}")
+        if block.get("device_seconds") is not None:
+            devices = int(block.get("devices") or 1)
+            took = format_duration(float(summary.get("duration_s") or block["device_seconds"] / devices))
+            if summary.get("model_label"):
+                # a sweep's models share the run's wall time: each model's own is its generations'
+                own = format_duration(float(block.get("generation_device_seconds") or 0.0))
+                parts.append(
+                    f"device time {own} generating {_devices(devices)} (its requests' latencies added up, "
+                    f"overlapping; the sweep took {took}, shared by its models)"
+                )
+            else:
+                parts.append(
+                    f"device time {format_duration(block['device_seconds'])} {_devices(devices)} "
+                    f"(the run took {took})"
+                )
         for name, judge in sorted((block.get("by_judge") or {}).items()):
             if judge.get("unpriced") == 0 and judge.get("calls"):
                 parts.append(f"judge {name}: {format_usd(judge['usd'])}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_agenteval.output.cost import format_duration
 from tests.conftest import read_results
 
 
@@ -23,7 +24,8 @@ def test_the_embedded_model_records_device_seconds(run_suite) -> None:
     assert cost["generation_device_seconds"] == round(
         sum(p["generations"][0]["device_seconds"] for p in problems), 3
     )
-    assert f"cost aime25: {cost['device_seconds']:.1f} device-seconds on 1 device(s)" in result.stdout.str()
+    held, took = format_duration(cost["device_seconds"]), format_duration(summary["duration_s"])
+    assert f"cost aime25: device time {held} on 1 device (the run took {took})" in result.outlines
     assert (
         summary["budget"]["spent_usd"] == 0.0 and summary["budget"]["requests"] == 2
     )  # tokens counted, no dollars
@@ -38,4 +40,6 @@ def test_each_xdist_worker_holds_its_own_copy_of_an_in_process_model(
     cost = summary["cost"]
     assert cost["devices"] == devices
     assert cost["device_seconds"] == pytest.approx(summary["duration_s"] * devices, abs=0.02)
-    assert f"on {devices} device(s)" in result.stdout.str()
+    shown = "on 1 device" if devices == 1 else f"across {devices} devices"
+    held = format_duration(cost["device_seconds"])
+    assert f"device time {held} {shown} (the run took " in result.stdout.str()

@@ -87,7 +87,7 @@ def test_two_models_and_an_adapter_in_one_run_with_xdist(
     assert f"report: {Path('sweep') / 'aime25-report.html'}" in result.outlines
     # each model's cost line: its own generations' device time, not the whole run's three times
     cost = next(line for line in result.outlines if line.startswith("cost aime25[other]: "))
-    assert "device-seconds generating on 1 device(s) (the sweep's wall time, shared by its models: " in cost
+    assert "generating on 1 device (its requests' latencies added up, overlapping; the sweep took " in cost
     html = (out / "aime25-report.html").read_text(encoding="utf-8")
     assert all(label in html for label in ("base (reference)", "lora-step-200", "other"))
 
