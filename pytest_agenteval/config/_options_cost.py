@@ -35,6 +35,25 @@ OPTIONS: tuple[Option, ...] = group(
             local=True,
         ),
         Option(
+            "budget_ledger",
+            "--budget-ledger",
+            None,
+            "a ledger FILE (created if missing) that the shards of a cluster run draw on together: "
+            "their --max-cost/--max-total-tokens is one budget. It must sit on storage every shard sees "
+            "with working file locks (NFS with locking, Lustre mounted -o flock), checked at start-up; "
+            "it keeps what was spent, so a new budget takes a new file",
+            local=True,
+        ),
+        Option(
+            "budget_per_shard",
+            "--budget-per-shard",
+            False,
+            "with --agenteval-shard and no --budget-ledger: each shard's --max-cost/--max-total-tokens "
+            "bounds that shard alone (N shards may spend N times it); without it the two are refused",
+            bool,
+            local=True,
+        ),
+        Option(
             "estimate",
             "--estimate",
             False,

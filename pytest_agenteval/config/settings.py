@@ -159,6 +159,8 @@ if TYPE_CHECKING:
         prices: str | None
         max_cost: float | None
         max_total_tokens: int | None
+        budget_ledger: str | None
+        budget_per_shard: bool
         estimate: bool
         estimate_sample: int
         # Batch API

@@ -250,6 +250,9 @@ def _finish(
         summary["gates"] = [r.as_dict() for r in gate_results if r.gate.suite == summary["suite"]]
         summary["compare"] = next((c.as_dict() for c in comparisons if c.suite == summary["suite"]), None)
         summary["merged"] = provenance
+        budget = merged_budget([s for s in shard_summaries if s.get("suite") == summary["suite"]])
+        if budget is not None:
+            summary["budget"] = budget
     results = ResultsFile()
     written = results.finalize(args.out, whole([r for n in sorted(by_suite) for r in by_suite[n]]), summaries)
     for line in terminal.run_lines(summaries, gate_results, comparisons):
@@ -265,6 +268,33 @@ def _finish(
     return merged_exit_status(
         summaries, gate_results, comparisons, bool(gates), unsolved, written == args.out
     )
+
+
+def merged_budget(shard_summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A merge's `budget`: the shards' spending summed (each shard's summary has its own
+    share, also of a --budget-ledger they shared), the items each stopped, and the ledger
+    the shards drew on (None: each had its own budget, --budget-per-shard)."""
+    blocks = [s["budget"] for s in shard_summaries if isinstance(s.get("budget"), Mapping)]
+    if not blocks:
+        return None
+    reservations: dict[str, int] = {}
+    for block in blocks:
+        for method, count in (block.get("prompt_reservation") or {}).items():
+            reservations[method] = reservations.get(method, 0) + int(count)
+    ledgers = sorted({str(b["ledger"]["path"]) for b in blocks if isinstance(b.get("ledger"), Mapping)})
+    return {
+        "max_cost_usd": blocks[0].get("max_cost_usd"),
+        "max_total_tokens": blocks[0].get("max_total_tokens"),
+        "spent_usd": round(sum(float(b.get("spent_usd") or 0.0) for b in blocks), 9),
+        "spent_tokens": sum(int(b.get("spent_tokens") or 0) for b in blocks),
+        "requests": sum(int(b.get("requests") or 0) for b in blocks),
+        "refused_requests": sum(int(b.get("refused_requests") or 0) for b in blocks),
+        "stopped": any(b.get("stopped") for b in blocks),
+        "stopped_problem_ids": [p for b in blocks for p in b.get("stopped_problem_ids") or ()],
+        "prompt_reservation": reservations,
+        "shards": len(blocks),
+        "shared_ledger": ledgers[0] if len(ledgers) == 1 else (ledgers or None),
+    }
 
 
 def _records(

@@ -5,6 +5,7 @@ summary, and --estimate (run a sample of each suite's selection, project the res
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,18 +13,42 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.records import counted_usage, problem_from_dict
-from pytest_agenteval.models.cost.budget import BudgetLedger, Limits, RunBudget
+from pytest_agenteval.models.cost.budget import BudgetLedger, LedgerError, Limits, RunBudget
 from pytest_agenteval.models.cost.prices import PriceError, billed_name, format_usd, load_prices
 from pytest_agenteval.plugin import hosts
 from pytest_agenteval.plugin.items import suite_of
 
 LEDGER_KEY = "agenteval_budget_ledger"  # workerinput: the ledger file's path
+RUN_KEY = "agenteval_budget_run"  # workerinput: this run's id in the ledger (its own share)
 SELECTION_KEY = "agenteval_estimate_selection"  # workeroutput: items selected per suite
 # The ledger is a file on this machine: a worker on another one could not share it.
 LEDGER_REFUSAL = (
     "--max-cost/--max-total-tokens: the budget's ledger is a file on this machine, which the "
     "remote worker --tx {tx} cannot share; run a budgeted run's workers on one machine"
 )
+
+
+# --batch with a budget: the whole conflict, before any missing price (one round trip)
+BATCH_REFUSAL = (
+    "--batch sends its requests outside the budget ledger, so --max-cost and --max-total-tokens "
+    "would not bound them: drop the budget (or --batch)"
+)
+SHARD_REFUSAL = (
+    "{flag} with --agenteval-shard: each shard would keep its own ledger, so N shards could spend N x "
+    "{flag}; give every shard --budget-ledger FILE on storage they all see (one budget), or "
+    "--budget-per-shard (each shard's own)"
+)
+
+
+def _budget_flags(settings: Any) -> list[str]:
+    return [
+        flag
+        for flag, value in (
+            ("--max-cost", settings.max_cost),
+            ("--max-total-tokens", settings.max_total_tokens),
+        )
+        if value is not None
+    ]
 
 
 def check_settings(settings: Any) -> None:
@@ -34,6 +59,21 @@ def check_settings(settings: Any) -> None:
         raise pytest.UsageError(f"--max-total-tokens must be >= 1, got {settings.max_total_tokens}")
     if settings.estimate_sample < 1:
         raise pytest.UsageError(f"--estimate-sample must be >= 1, got {settings.estimate_sample}")
+    flags = _budget_flags(settings)
+    if settings.batch and flags:
+        raise pytest.UsageError(BATCH_REFUSAL)
+    if settings.budget_ledger and not flags:
+        raise pytest.UsageError(
+            f"--budget-ledger {settings.budget_ledger}: no budget to draw on; add --max-cost USD or "
+            "--max-total-tokens N (or drop --budget-ledger)"
+        )
+    if settings.budget_ledger and settings.budget_per_shard:
+        raise pytest.UsageError(
+            "--budget-ledger makes the shards share one budget, --budget-per-shard gives each its own: "
+            "drop one"
+        )
+    if settings.shard and flags and not settings.budget_ledger and not settings.budget_per_shard:
+        raise pytest.UsageError(SHARD_REFUSAL.format(flag=" and ".join(flags)))
     try:
         load_prices(settings.prices)
     except PriceError as exc:
@@ -53,7 +93,15 @@ def check_priced(settings: Any, choice: Any = None) -> None:
         names.extend((name, "--judge-model") for name in settings.judge_models or ("default",))
     run_name = billed_name(choice) if choice is not None else None
     if run_name is not None:
-        names.append((run_name, "--model-name" if choice.kind == "openai" else "--base-model"))
+        if choice.kind != "openai":
+            names.append((run_name, "--base-model"))
+        elif settings.model_name is None and choice.endpoints and run_name != "default":
+            # the name came from the server: say so, a --model-name the user never gave is no help
+            names.append(
+                (run_name, f"the name {choice.endpoints[0]}/models lists; --model-name NAME picks another")
+            )
+        else:
+            names.append((run_name, "--model-name"))
     for name, flag in names:
         if name in prices:
             continue
@@ -77,7 +125,9 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     if worker:
         path = config.workerinput.get(LEDGER_KEY)  # type: ignore[attr-defined]
         if path:
-            runtime.budget = RunBudget(BudgetLedger(Path(path), limits), load_prices(settings.prices))
+            run = config.workerinput.get(RUN_KEY, "")  # type: ignore[attr-defined]
+            ledger = BudgetLedger(Path(path), limits, run)
+            runtime.budget = RunBudget(ledger, load_prices(settings.prices))
         if settings.estimate:
             config.pluginmanager.register(EstimateSampler(settings), "agenteval-estimate-sampler")
         return
@@ -87,8 +137,14 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     ledger = None
     if limits.any and not config.option.collectonly:
         hosts.refuse_remote_workers(config, LEDGER_REFUSAL)
-        ledger = BudgetLedger.create(limits)
-        config.add_cleanup(ledger.remove)
+        if settings.budget_ledger:  # the shards' one budget: kept, with what they spent
+            try:
+                ledger = BudgetLedger.shared(Path(settings.budget_ledger), limits, uuid.uuid4().hex)
+            except LedgerError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        else:
+            ledger = BudgetLedger.create(limits)
+            config.add_cleanup(ledger.remove)
         runtime.budget = RunBudget(ledger, load_prices(settings.prices))
     collector = config.pluginmanager.get_plugin("agenteval-results")
     if collector is not None:
@@ -150,6 +206,7 @@ class CostReport:
     def pytest_configure_node(self, node: Any) -> None:
         if self.ledger is not None:
             node.workerinput[LEDGER_KEY] = str(self.ledger.path)
+            node.workerinput[RUN_KEY] = self.ledger.run
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:

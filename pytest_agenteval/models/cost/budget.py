@@ -108,7 +108,7 @@ def lock_problem(path: Path) -> str | None:
     )
     try:
         with Path(path).open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX)  # waits while another shard checks or spends
             try:
                 done = subprocess.run(
                     [sys.executable, "-c", probe, str(path)], capture_output=True, timeout=30
@@ -144,6 +144,7 @@ class BudgetLedger:
         self.path = Path(path)
         self.limits = limits
         self.run = run  # this run's (shard's) id: its own share of a shared ledger
+        self.shared_path: Path | None = None  # --budget-ledger: the file the shards share
 
     @classmethod
     def shared(cls, path: Path, limits: Limits, run: str) -> BudgetLedger:
@@ -178,7 +179,9 @@ class BudgetLedger:
                 "same dollar twice; put it on storage with flock (NFS with locking, Lustre with "
                 "-o flock, a local disk for one machine)"
             )
-        return cls(path, limits, run)
+        ledger = cls(path, limits, run)
+        ledger.shared_path = path
+        return ledger
 
     @classmethod
     def create(cls, limits: Limits, directory: Path | None = None) -> BudgetLedger:
