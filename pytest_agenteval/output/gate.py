@@ -6,7 +6,7 @@ in a paired comparison over the problems both models ran (`evaluate_sweep_gate`)
 A threshold gate with a confidence, `aime25.average_at_n >= 0.4 @ 0.95` (or every threshold
 gate under `--agenteval-gate-confidence`), decides by an interval instead of the point:
 PASS when it lies wholly where the gate holds, FAIL when wholly where it does not,
-UNDECIDED otherwise (`decide_with_confidence`)."""
+UNDECIDED otherwise (`output/gate_confidence.py`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pytest_agenteval.output.gate_confidence import decide, refusal
 from pytest_agenteval.stats.paired import HEADLINE, paired_bootstrap, too_few
 from pytest_agenteval.stats.pass_at_k import unbiased_pass_at_k
 
@@ -194,58 +195,18 @@ def _parse_model_gate(expression: str) -> Gate:
     return Gate(expression.strip(), suite, metric, op, margin, label, other)
 
 
-# Metrics that are a mean of bounded draws, each with the summary field that counts its
-# draws: what a confidence can be stated for (`<x>` matches one path part).
-CONFIDENCE_METRICS: dict[str, str] = {
-    "average_at_n": "generations",
-    "format_rate": "generations",
-    "pass_at_n": "problems",
-    "maj_at_n": "problems",
-    "pass_at_k.<k>": "problems",
-    "accuracy": "scored|items",  # GAIA counts the scored items, BFCL every item
-    "per_category.<c>.accuracy": "per_category.<c>.total",
-    "per_level.<l>.accuracy": "per_level.<l>.total",
-}
-
-
 def with_confidence(gate: Gate, confidence: float | None, explicit: bool = False) -> Gate:
-    """The gate decided at `confidence` (a gate's own `@ LEVEL` wins over the option's);
-    a GateError where that cannot be: `==`, `!=`, a gate comparing two models, or a metric that
-    is not a mean of bounded draws. `explicit`: the level is the gate's own."""
+    """The gate decided at `confidence` (a gate's own `@ LEVEL` wins over the option's, which
+    sets threshold gates only: two models keep their paired bootstrap); a GateError where it
+    cannot be (output/gate_confidence.py says which). `explicit`: the level is the gate's own."""
     if confidence is None or (gate.confidence is not None and not explicit):
         return gate
-    if gate.other is not None:
-        if not explicit:
-            return gate  # the option sets threshold gates; two models keep the paired bootstrap
-        raise GateError(
-            f"--agenteval-gate {gate.expression!r}: a confidence on a gate comparing two models is not "
-            "supported; drop the '@ LEVEL' (its paired 95% bootstrap decides)"
-        )
-    if gate.op in ("==", "!="):
-        raise GateError(
-            f"--agenteval-gate {gate.expression!r}: an interval can show {gate.metric} above or below a "
-            f"number, never {'equal' if gate.op == '==' else 'unequal'} to it; use >=, >, <= or <"
-        )
-    if _draws_field(gate.metric) is None:
-        raise GateError(
-            f"--agenteval-gate {gate.expression!r}: {gate.metric} is not a mean of bounded draws, so no "
-            f"interval decides it; a confidence needs one of {', '.join(CONFIDENCE_METRICS)} (or drop "
-            "the level for a point comparison)"
-        )
+    if gate.other is not None and not explicit:
+        return gate
+    problem = refusal(gate.expression, gate.metric, gate.op, gate.other is not None)
+    if problem is not None:
+        raise GateError(problem)
     return replace(gate, confidence=confidence)
-
-
-def _draws_field(metric: str) -> str | None:
-    """The summary path(s) counting the draws behind `metric`, or None: not gateable."""
-    got = metric.split(".")
-    for template, field in CONFIDENCE_METRICS.items():
-        want = template.split(".")
-        if len(want) == len(got) and all(w == g or w.startswith("<") for w, g in zip(want, got, strict=True)):
-            if template.startswith("pass_at_k") and not got[1].isdigit():
-                return None
-            slot = next((g for w, g in zip(want, got, strict=True) if w.startswith("<")), "")
-            return re.sub(r"<\w+>", slot, field)
-    return None
 
 
 def check_gate_labels(gates: Sequence[Gate], labels: Sequence[str]) -> None:
@@ -359,42 +320,15 @@ def evaluate_gate(gate: Gate, summaries: Mapping[str, Mapping[str, Any]]) -> Gat
     if problem is not None or number is None:
         return GateResult(gate, False, number, problem or "", decision="FAIL" if gate.confidence else None)
     if gate.confidence is not None:
-        return decide_with_confidence(gate, number, summary)
+        decision, interval, draws, reason = decide(
+            gate.metric, gate.op, gate.threshold, gate.confidence, number, summary
+        )
+        found = GateResult(gate, decision == "PASS", number, reason, decision=decision, interval=interval)
+        return replace(found, draws=draws or None)
     passed = _OPERATORS[gate.op](number, gate.threshold)
     verdict = "holds" if passed else "does not hold"
     reason = f"{number:.4f} {gate.op} {gate.threshold:g} {verdict}"
     return GateResult(gate, passed, number, reason, point=True)
-
-
-def decide_with_confidence(gate: Gate, value: float, summary: Mapping[str, Any]) -> GateResult:
-    """A complete run's gate at its confidence. The run looks once, at its end, so the
-    interval is Hoeffding's for a mean of independent draws in [0, 1] with their own means
-    (each problem its own rate): value +- sqrt(log(2 / alpha) / (2 n)). The betting confidence
-    sequence needs draws of one mean (problems drawn at random: --agenteval-sequential)."""
-    from pytest_agenteval.stats.sequential import FAIL, PASS, UNDECIDED, hoeffding_interval
-
-    assert gate.confidence is not None
-    fields = (_draws_field(gate.metric) or "").split("|")
-    counts = [_resolve(summary, field) for field in fields]
-    draws = next((int(c) for c in counts if isinstance(c, int) and not isinstance(c, bool)), 0)
-    if draws < 1:
-        why = f"no count of the draws behind {gate.metric} ({' or '.join(fields)}) in the summary"
-        return GateResult(gate, False, value, f"{why}: gates fail closed", decision=FAIL)
-    low, high = hoeffding_interval(value, draws, 1 - gate.confidence)
-    holds = [_OPERATORS[gate.op](bound, gate.threshold) for bound in (low, high)]  # a half-line
-    decision = PASS if all(holds) else FAIL if not any(holds) else UNDECIDED
-    whole = round(gate.confidence * 100, 6).is_integer()
-    level = f"{gate.confidence:.0%}" if whole else f"{gate.confidence:g}"
-    found = f"{value:.4f}, {level} interval [{low:.4f}, {high:.4f}] over {draws:,} draws (Hoeffding)"
-    claim = {
-        PASS: f"wholly {gate.op} {gate.threshold:g}",
-        FAIL: f"wholly on the other side of {gate.threshold:g}",
-        UNDECIDED: f"holds {gate.threshold:g}: undecided, the data cannot tell",
-    }[decision]
-    reason = f"{found}; {claim}"
-    return GateResult(
-        gate, decision == PASS, value, reason, decision=decision, interval=(low, high), draws=draws
-    )
 
 
 # The paired comparison needs a per-problem score whose mean over problems is the metric,
