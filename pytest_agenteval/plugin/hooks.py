@@ -293,10 +293,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.Collector.CollectError(f"agenteval: {exc}") from None
     if sweep.parametrize(metafunc, problems):  # a sweep: one item per (model, problem)
         return
-    metafunc.parametrize(
-        "problem",
-        [pytest.param(p, id=p.node_id, marks=[getattr(pytest.mark, m) for m in p.markers]) for p in problems],
-    )
+    marks: dict[tuple[str, ...], tuple[pytest.MarkDecorator, ...]] = {}  # made once a marker set
+    for p in problems:
+        if p.markers not in marks:
+            marks[p.markers] = tuple(getattr(pytest.mark, m) for m in p.markers)
+    metafunc.parametrize("problem", [pytest.param(p, id=p.node_id, marks=marks[p.markers]) for p in problems])
 
 
 @pytest.hookimpl(trylast=True)

@@ -13,6 +13,7 @@ from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests._oracle import require_oracle
+from tests.bfcl.entries_guard import bfcl_entries_untouched  # noqa: F401 (checks the shared entries at the end)
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pytest_agenteval.tasks.bfcl import load_bfcl, score_text
+from tests.bfcl.entries_guard import bfcl_entries_untouched  # noqa: F401 (checks the shared entries at the end)
 from tests.conftest import read_results, write_jsonl
 
 SUITE = """

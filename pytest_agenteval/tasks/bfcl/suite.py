@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -62,6 +63,40 @@ SCORE_FIELDS = (
 EXECUTABLE = (MultiTurnEntry, AgenticEntry)  # played step by step in bfcl-eval's environments
 
 
+# The last data folder's entries, by its files' names, sizes and modification times. Parsing
+# every BFCL file (10,306 entries; the multi-turn docs copied for each entry) takes about 2 s
+# of CPU; a process that runs several sessions (pytest.main() in a loop, pytester's in-process
+# runs: about 80 sessions in this project's tests) parses them once. Sessions share the entries
+# read-only: every use copies what it changes (`_prompt.py`, `_mt_rollout.py`, `_mt_env.py`
+# deep-copy the docs, turns and configurations), and tests/bfcl/test_entries_memo.py checks that
+# scored sessions leave them equal to a fresh parse.
+_LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[Any]] = {}
+
+
+def all_entries(data_dir: str | Path | None) -> list[Any]:
+    """Every BFCL entry of the data folder (single-turn, executable, format sensitivity), in
+    the suite's order: parsed once a process while the folder's files are unchanged."""
+    root = find_data_dir(data_dir)
+    key = (str(root.resolve()), _stamp(root))
+    if key not in _LOADED:
+        entries: list[Any] = [*load_bfcl(CATEGORIES, root)]
+        entries.extend(load_executable(root))
+        entries.extend(load_format_sensitivity(root))
+        _LOADED.clear()  # one folder's entries kept: a changed file replaces them
+        _LOADED[key] = entries
+    return list(_LOADED[key])
+
+
+def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    stamps = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            stat = os.stat(path)
+            stamps.append((os.path.relpath(path, root), stat.st_mtime_ns, stat.st_size))
+    return tuple(sorted(stamps))
+
+
 def parse_weights(text: str | None) -> dict[str, float] | None:
     """`simple_python=2,multiple=1` -> {"simple_python": 2.0, "multiple": 1.0}."""
     if not text:
@@ -90,10 +125,7 @@ class Bfcl(Suite):
     def load(self, settings: Settings) -> list[Problem]:
         forget_memory()  # a session's agentic memory starts empty (load: once a session)
         try:
-            entries: list[Any] = [*load_bfcl(CATEGORIES, settings.bfcl_data_dir)]
-            root = find_data_dir(settings.bfcl_data_dir)
-            entries.extend(load_executable(root))
-            entries.extend(load_format_sensitivity(root))
+            entries = all_entries(settings.bfcl_data_dir)
         except BfclDataError as exc:
             raise DataError(str(exc)) from None
         problems = [

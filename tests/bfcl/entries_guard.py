@@ -1,0 +1,28 @@
+"""A module fixture for the test files whose sessions score BFCL items in this process: at
+the module's end, the entries the suite parsed once for the process (`all_entries`) still
+equal a fresh parse, so no session changed what the next one reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_agenteval.tasks.bfcl._data import CATEGORIES, find_data_dir, load_bfcl
+from pytest_agenteval.tasks.bfcl._executable import load_executable
+from pytest_agenteval.tasks.bfcl._format_sensitivity import load_format_sensitivity
+from pytest_agenteval.tasks.bfcl.suite import all_entries
+
+
+def fresh_entries() -> list:
+    root = find_data_dir()
+    return [*load_bfcl(CATEGORIES, root), *load_executable(root), *load_format_sensitivity(root)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bfcl_entries_untouched() -> Iterator[None]:
+    yield
+    shared = all_entries(None)
+    fresh = fresh_entries()
+    changed = [a.id for a, b in zip(shared, fresh, strict=True) if a != b]
+    assert changed == [], f"a session changed the shared BFCL entries {changed[:5]}"

@@ -1,0 +1,39 @@
+"""The BFCL entries are parsed once a process while the data folder's files are unchanged
+(`all_entries`), and parsed again when a file changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from pytest_agenteval.tasks.bfcl._data import find_data_dir
+from pytest_agenteval.tasks.bfcl.suite import all_entries
+from tests.bfcl.entries_guard import fresh_entries
+
+
+def test_the_installed_folder_parses_once_and_equals_a_fresh_parse() -> None:
+    first, second = all_entries(None), all_entries(None)
+    assert first == fresh_entries() and len(first) == 10306
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    first.pop()  # each session gets its own list
+    assert len(all_entries(None)) == 10306
+
+
+def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
+    folder = tmp_path / "data"
+    shutil.copytree(find_data_dir(), folder)
+    before = all_entries(folder)
+    assert all(a is b for a, b in zip(before, all_entries(folder), strict=True))
+
+    for name in ("BFCL_v4_simple_python.json", "possible_answer/BFCL_v4_simple_python.json"):
+        path = folder / name
+        path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:-1]), encoding="utf-8")
+    after = all_entries(folder)
+    simple = [getattr(e, "id", None) for e in after if getattr(e, "category", None) == "simple_python"]
+    assert len(simple) == 399 and "simple_python_399" not in simple
+
+    stat = (folder / "BFCL_v4_irrelevance.json").stat()
+    os.utime(folder / "BFCL_v4_irrelevance.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    touched = all_entries(folder)
+    assert touched == after and touched[0] is not after[0]  # same content, parsed again
