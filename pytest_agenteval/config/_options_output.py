@@ -65,6 +65,15 @@ OPTIONS: tuple[Option, ...] = group(
             local=True,
         ),
         Option(
+            "sequential",
+            "--agenteval-sequential",
+            False,
+            "draw generations one at a time (a problem at random, a fresh sample) and stop as soon "
+            "as every gate is decided by its anytime-valid interval; every gate needs a level "
+            '("@ 0.95" or --agenteval-gate-confidence); the budget is N x problems draws',
+            bool,
+        ),
+        Option(
             "compare",
             "--agenteval-compare",
             None,

@@ -120,6 +120,7 @@ if TYPE_CHECKING:
         out: str | None
         gates: tuple[str, ...]
         gate_confidence: float | None
+        sequential: bool
         compare: str | None
         compare_tolerance: float
         length_warn_share: float

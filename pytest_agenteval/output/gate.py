@@ -111,6 +111,9 @@ class GateResult:
     interval: tuple[float, float] | None = None
     draws: int | None = None
     point: bool = False  # decided by comparing the point estimate alone (no interval): say so
+    # --agenteval-sequential: decided by the betting confidence sequence over the draws in
+    # order (plugin/sequential.py); `draws` are the draws the decision used
+    sequential: bool = False
 
     @property
     def verdict(self) -> str:
@@ -133,6 +136,7 @@ class GateResult:
             "confidence": self.gate.confidence,
             "interval": list(self.interval) if self.interval else None,
             "draws": self.draws,
+            "sequential": self.sequential or None,
         }
         return found | {key: value for key, value in extra.items() if value is not None}
 

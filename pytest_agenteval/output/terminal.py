@@ -101,9 +101,13 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
 
 def gate_lines(results: Sequence[GateResult]) -> list[str]:
     """One line a gate; a gate decided by its point estimate alone says so (a level, `@ 0.95`
-    or --agenteval-gate-confidence, decides by an interval)."""
+    or --agenteval-gate-confidence, decides by an interval). A sequential gate's line says
+    its interval at the stop and the draws it took: `gate PASS aime25.average_at_n >= 0.4 @
+    0.95: 0.62 [0.47, 0.75] after 212 of 1,920 generations (89% not needed)`."""
     return [
-        f"gate {r.verdict}  {r.gate.expression}  ({r.reason}{', a point comparison' if r.point else ''})"
+        f"gate {r.verdict} {r.gate.expression}: {r.reason}"
+        if getattr(r, "sequential", False)
+        else f"gate {r.verdict}  {r.gate.expression}  ({r.reason}{', a point comparison' if r.point else ''})"
         for r in results
     ]
 

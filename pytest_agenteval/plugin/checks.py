@@ -369,6 +369,10 @@ def check_selected(
 ) -> None:
     """`check_selection` on the controller before the first request: errors stop the run
     (a usage error), each warning is one line."""
+    if complete and settings.sequential:
+        from pytest_agenteval.plugin.sequential import check_suites
+
+        check_suites(settings, gates, suites)
     collector = config.pluginmanager.get_plugin("agenteval-results")
     warnings = check_selection(settings, suites, gates, getattr(collector, "baseline", None), complete)
     terminal = config.pluginmanager.get_plugin("terminalreporter")

@@ -33,6 +33,7 @@ from pytest_agenteval.output.summary import (
     unpack_record,
 )
 from pytest_agenteval.plugin.items import UNSOLVED
+from pytest_agenteval.plugin.sequential import STATE as SEQUENTIAL
 from pytest_agenteval.plugin.shards import SHARD
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
@@ -194,6 +195,9 @@ class ResultsCollector:
             return
         self.summaries = self.suite_summaries(by_suite, missing, interrupted)
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
+        drawn = self.config.stash.get(SEQUENTIAL, None)
+        if drawn is not None:  # --agenteval-sequential: the draws, replayed in order, decide
+            self.gate_results = drawn.finish(self.gates, self.summaries)
         if self.baseline is not None:
             self.comparisons = [
                 compare(name, records, self.baseline, self.settings.compare_tolerance, self.settings.seed)

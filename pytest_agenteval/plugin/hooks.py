@@ -24,7 +24,7 @@ from pytest_agenteval.models import (
 )
 from pytest_agenteval.models.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
-from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, shards, sweep
+from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, sequential, shards, sweep
 from pytest_agenteval.plugin.evaluation import Evaluation, Unsolved, xfail_unsolved
 from pytest_agenteval.plugin.items import (
     SUITE_ATTRIBUTE,
@@ -100,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     evaluating = not _is_worker(config) and in_use(config, settings)
     config.stash[EVALUATING] = evaluating
     settings, choices = sweep.configure(config, settings, evaluating, _cache_dir, _say, gates)  # sweeps
+    sequential.install(config, settings, gates, bool(choices))  # --agenteval-sequential
     if choices:
         choice = next(iter(choices.values()))  # the reference model
     elif _is_worker(config):
@@ -342,7 +343,11 @@ def evaluation(request: pytest.FixtureRequest, problem: Problem) -> Evaluation:
         with lock:
             _prefetch_ahead(runtime, item, refill=True)
 
-    record = runtime.evaluate(suite, problem, item.nodeid, refill)
+    drawn = request.config.stash.get(sequential.STATE, None)
+    if drawn is not None:  # --agenteval-sequential: the problem's draws (skipped if none)
+        record = drawn.evaluate(runtime, suite, problem, item)
+    else:
+        record = runtime.evaluate(suite, problem, item.nodeid, refill)
     request.node.user_properties.append((RECORD_KEY, record.to_dict()))
     if runtime.fatal_error:  # retrying or going on cannot help: stop like -x
         request.session.shouldfail = f"agenteval: the server refused a request: {runtime.fatal_error}"
@@ -379,6 +384,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     runtime = item.config.stash.get(RUNTIME, None)
     if runtime is None or suite_of(getattr(item, "module", None)) is None:
         return
+    if sequential.STATE in item.config.stash:
+        return  # the draws are made in a suite's first item, not item by item
     # Under xdist, no steal between reading this worker's queue and starting its items.
     with item.config.stash.get(STEAL_LOCK, contextlib.nullcontext()):
         _prefetch_ahead(runtime, item)

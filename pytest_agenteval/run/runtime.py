@@ -20,7 +20,13 @@ from pytest_agenteval.api.records import (
     generation_from_dict,
     sample_seed,
 )
-from pytest_agenteval.api.sampler import Completion, note_served, served_by
+from pytest_agenteval.api.sampler import (
+    Completion,
+    RequestCollected,
+    collecting_requests,
+    note_served,
+    served_by,
+)
 from pytest_agenteval.api.suite import RolloutContext, Suite
 from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import BudgetExceeded, FatalRequestError, ModelChoice, ReplaySource, make_sampler
@@ -209,7 +215,9 @@ class Runtime:
             rollout = dataclasses.replace(rollout, extra={**rollout.extra, **served})
         return rollout
 
-    async def _counted_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
+    async def counted_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout:
+        """Sample `sample_index` of the problem (its seed is the run's for that sample),
+        counted on the progress line; run it on the engine."""
         with self.progress.rollout() as tally:
             try:
                 rollout = await self._rollout(suite, problem, sample_index)
@@ -219,12 +227,30 @@ class Runtime:
         self.progress.finished(rollout, tally)
         return rollout
 
+    def cached_rollout(self, suite: Suite, problem: Problem, sample_index: int) -> Rollout | None:
+        """Sample `sample_index` of the problem from the generation cache alone, or None: a
+        request would be needed (or there is no cache). Waits on the engine loop; nothing is
+        sent (the cache's misses raise, as when --batch gathers requests)."""
+        if self.cache_dir is None or isinstance(self.sampler_for(problem.model), ReplaySource):
+            return None
+
+        async def from_cache() -> Rollout | None:
+            token = collecting_requests.set([])
+            try:
+                return await self._rollout(suite, problem, sample_index)
+            except RequestCollected:
+                return None
+            finally:
+                collecting_requests.reset(token)
+
+        return self.engine.run(from_cache())
+
     def _submit(self, suite: Suite, problem: Problem, order: float) -> list[cf.Future[Rollout]]:
         self._submitted.add((suite.name, problem.node_id))
         return self.engine.submit_all(
             (
                 (suite.name, problem.node_id, j),
-                functools.partial(self._counted_rollout, suite, problem, j),
+                functools.partial(self.counted_rollout, suite, problem, j),
                 (order, j),
             )
             for j in range(self.sample_count(suite, problem))
@@ -312,20 +338,38 @@ class Runtime:
         self._submitted.discard((suite.name, problem.node_id))
         passed = any(g.score.correct for g in generations)
         self.history.setdefault(suite.name, {}).setdefault(suite.category_of(problem), []).append(passed)
+        return self.record(suite, problem, nodeid, generations, errors, val_n=len(futures))
+
+    def record(
+        self,
+        suite: Suite,
+        problem: Problem,
+        nodeid: str,
+        generations: Sequence[GenerationRecord],
+        errors: Sequence[str] = (),
+        val_n: int | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ProblemRecord:
+        """The item's record of its scored generations (val_n: how many were asked for;
+        by default those given: sequential mode's draws of the problem)."""
         return ProblemRecord(
             suite=suite.name,
             problem_id=problem.id,
             index=problem.index,
             problem=problem.text,
             ground_truth=problem.reference,
-            val_n=len(futures),
+            val_n=len(generations) if val_n is None else val_n,
             generations=tuple(generations),
             markers=problem.markers,
             error=_join_errors(errors),
             nodeid=nodeid,
             prompt_hash=suite.prompt_hash(problem, self.settings),
             # a sweep's problem line names its model
-            extra={**suite.problem_extra(problem), **({"model": problem.model} if problem.model else {})},
+            extra={
+                **suite.problem_extra(problem),
+                **({"model": problem.model} if problem.model else {}),
+                **(extra or {}),
+            },
         )
 
     def backend_counts(self) -> dict[str, int]:

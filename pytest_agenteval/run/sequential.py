@@ -1,0 +1,294 @@
+"""Sequential mode's draws (`--agenteval-sequential`): generations drawn one at a time so
+that their verdicts are exchangeable, and the run stops as soon as every gate is decided.
+
+- The schedule: draw k picks a problem uniformly at random among the suite's selected
+  problems, from sha256(run seed, "draw", k) alone, and is that problem's j-th draw, j the
+  number of earlier draws of it; its generation is sample j of the problem, with the seed a
+  full run gives sample j (`sample_seed`). Nothing in the schedule depends on an outcome, so
+  each draw's verdict is a Bernoulli draw of mean Average@inf over the problems (the problem
+  is what is random: valid for a deterministic model too), and a generation already in the
+  cache (of a full run or an earlier sequential one) is such a draw like any other.
+- `Decider`: one betting confidence sequence a gate (`stats.sequential.BettingCS`), fed the
+  draws in their order k; it stops at the first draw after which every gate is decided, at
+  the budget (N x problems draws), at a draw the cost budget refused, or at a failed draw.
+  The decision is a function of the ordered draws only, so any process that reads them
+  reaches the same one, and a results file's draws replay it.
+- `DrawLog`: the draws of one suite shared by the run's processes (xdist workers) through a
+  folder: a claim counter under flock hands out the next k, and each process appends its
+  finished draws to a file of its own; every process reads them all.
+- `SuiteDraws`: one process's part: keeps at most `slots` draws in flight, claims the next
+  only while no decision is known and fewer than the run's slots lie past the first draw the
+  decision waits for (so after the decision each slot of the run has sent at most the one
+  request it had in flight), and waits until the decision is known to every draw before it."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import hashlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agenteval.api.records import GenerationRecord, Problem, ProblemRecord, generation_from_dict
+from pytest_agenteval.api.suite import Suite
+from pytest_agenteval.models import BudgetExceeded, FatalRequestError
+
+POLL_S = 0.02  # how often a process with nothing in flight looks for the others' draws
+DECIDED, BUDGET, COST, ERROR = "decided", "budget", "cost", "error"  # why the draws stopped
+
+
+def pick(run_seed: int, k: int, count: int) -> int:
+    """The problem (its position among `count`) of draw k: uniform, from (run seed, k) alone."""
+    digest = hashlib.sha256(f"{run_seed}\x1fdraw\x1f{k}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+def schedule(run_seed: int, count: int, budget: int) -> list[tuple[int, int]]:
+    """(problem position, its sample index) of draws 0 .. budget - 1."""
+    seen = [0] * count
+    plan = []
+    for k in range(budget):
+        position = pick(run_seed, k, count)
+        plan.append((position, seen[position]))
+        seen[position] += 1
+    return plan
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    """What a gate asks of the draws: `mean OP threshold` at confidence 1 - alpha."""
+
+    key: str  # the gate's expression
+    op: str
+    threshold: float
+    alpha: float
+
+
+class Decider:
+    """The decision over draws added in their order (see the module's docstring)."""
+
+    def __init__(self, gates: Sequence[GateSpec], budget: int) -> None:
+        from pytest_agenteval.stats.sequential import BettingCS
+
+        self.gates = list(gates)
+        self.budget = budget
+        self.sequences = {g.key: BettingCS(g.alpha, thresholds=[g.threshold]) for g in self.gates}
+        self.used = 0  # draws in the decision: 0 .. used - 1
+        self.stop: str | None = None  # DECIDED, BUDGET, COST or ERROR once stopped
+        self.error: str | None = None  # the failed (or refused) draw's line
+
+    def add(self, entry: Mapping[str, Any]) -> None:
+        if self.stop is not None:
+            return
+        if entry.get("error"):
+            self.stop, self.error = (COST if entry.get("budget") else ERROR), str(entry["error"])
+            return
+        for sequence in self.sequences.values():
+            sequence.add(1.0 if entry["correct"] else 0.0)
+        self.used += 1
+        if self.gates and all(self.decision(g) != "UNDECIDED" for g in self.gates):
+            self.stop = DECIDED
+        elif self.used >= self.budget:
+            self.stop = BUDGET
+
+    def decision(self, gate: GateSpec) -> str:
+        if self.used == 0:
+            return "UNDECIDED"
+        return self.sequences[gate.key].decide(gate.op, gate.threshold)
+
+    def replay(self, entries: Iterable[Mapping[str, Any]]) -> Decider:
+        for entry in entries:
+            self.add(entry)
+        return self
+
+
+def _file_name(suite: str) -> str:
+    return re.sub(r"[^\w.-]", "_", suite)
+
+
+class DrawLog:
+    """One suite's draws in the run's shared folder: `claims` (the next k, under flock),
+    `plan.json` (problems, budget) and `draws-<process>.jsonl`, one per process."""
+
+    def __init__(self, folder: Path, suite: str) -> None:
+        self.folder = folder / _file_name(suite)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.own = self.folder / f"draws-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self.entries: dict[int, dict[str, Any]] = {}
+        self._read: dict[Path, int] = {}  # file -> bytes read so far
+
+    def write_plan(self, plan: Mapping[str, Any]) -> None:
+        path = self.folder / "plan.json"
+        if not path.exists():  # every process computes the same plan: the first one writes it
+            tmp = self.folder / f".plan-{uuid.uuid4().hex}"
+            tmp.write_text(json.dumps(dict(plan)), encoding="utf-8")
+            os.replace(tmp, path)
+
+    def plan(self) -> dict[str, Any] | None:
+        path = self.folder / "plan.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def claim(self, below: int) -> int | None:
+        """The next draw index no process has claimed, or None: it would be `below` or more
+        (the budget is spent, or the draws ahead of the decision are as many as may be)."""
+        import fcntl  # POSIX: imported where used, so the plugin imports on Windows
+
+        with open(self.folder / "claims", "a+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            text = handle.read().strip()
+            k = int(text) if text else 0
+            if k >= below:
+                return None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(k + 1))
+            handle.flush()
+        return k
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        with open(self.own, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(dict(entry), ensure_ascii=False) + "\n")
+        self.entries[int(entry["draw"])] = dict(entry)
+
+    def refresh(self) -> None:
+        """Read the whole lines the processes appended since the last look."""
+        for path in sorted(self.folder.glob("draws-*.jsonl")):
+            start = self._read.get(path, 0)
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                data = handle.read()
+            end = data.rfind(b"\n") + 1  # a line being written is read next time
+            for line in data[:end].splitlines():
+                entry = json.loads(line)
+                self.entries[int(entry["draw"])] = entry
+            self._read[path] = start + end
+
+    def ordered(self) -> list[dict[str, Any]]:
+        return [self.entries[k] for k in sorted(self.entries)]
+
+
+class SuiteDraws:
+    """This process's draws of one suite (see the module's docstring)."""
+
+    def __init__(
+        self,
+        runtime: Any,  # run.runtime.Runtime
+        suite: Suite,
+        problems: Sequence[Problem],
+        gates: Sequence[GateSpec],
+        folder: Path,
+    ) -> None:
+        self.runtime, self.suite, self.problems = runtime, suite, list(problems)
+        settings = runtime.settings
+        self.samples = suite.samples(settings)
+        self.budget = self.samples * len(self.problems)
+        self.plan = schedule(settings.seed, len(self.problems), self.budget)
+        self.log = DrawLog(folder, suite.name)
+        self.log.write_plan({"problems": len(self.problems), "samples": self.samples, "budget": self.budget})
+        self.decider = Decider(gates, self.budget)
+        self.next = 0  # the first draw not yet given to the decider
+        self.finished = False
+
+    def _advance(self) -> None:
+        self.log.refresh()
+        while self.decider.stop is None and self.next in self.log.entries:
+            self.decider.add(self.log.entries[self.next])
+            self.next += 1
+
+    def run(self, slots: int, window: int) -> None:
+        """Draw until the decision is known, then wait for the draws it rests on. `slots`:
+        this process's draws in flight at most; `window`: the whole run's, so no process
+        claims a draw `window` or more past the first one the decision still waits for (a
+        slow draw of another process holds the decision back; the others must not run on)."""
+        if self.finished:
+            return
+        in_flight: dict[cf.Future[Any], int] = {}
+        while True:
+            self._advance()
+            while self.decider.stop is None and len(in_flight) < max(1, slots):
+                k = self.log.claim(min(self.budget, self.next + max(1, window)))
+                if k is None:
+                    break
+                position, sample = self.plan[k]
+                hit = self.runtime.cached_rollout(self.suite, self.problems[position], sample)
+                if hit is not None:  # the cache first: a rerun decides where it decided, sending nothing
+                    self._finish(k, lambda hit=hit: hit)
+                    self._advance()
+                    continue
+                in_flight[self._submit(k)] = k
+            if not in_flight:
+                if self.decider.stop is not None:
+                    break
+                time.sleep(POLL_S)  # the others' draws the decision waits on
+                continue
+            done, _ = cf.wait(in_flight, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+            for future in done:
+                self._finish(in_flight.pop(future), future.result)
+        self.finished = True
+
+    def _key(self, k: int) -> tuple[str, str, str, int]:
+        position, sample = self.plan[k]
+        return (self.suite.name, self.problems[position].node_id, "draw", sample)
+
+    def _submit(self, k: int) -> cf.Future[Any]:
+        position, sample = self.plan[k]
+        problem = self.problems[position]
+        return self.runtime.engine.submit(
+            self._key(k),
+            functools.partial(self.runtime.counted_rollout, self.suite, problem, sample),
+            (float(k), sample),
+        )
+
+    def _finish(self, k: int, result: Callable[[], Any]) -> None:
+        from pytest_agenteval.api.records import sample_seed
+        from pytest_agenteval.run.runtime import one_line
+
+        position, sample = self.plan[k]
+        problem = self.problems[position]
+        seed = sample_seed(self.runtime.settings.seed, problem.id, sample)
+        entry: dict[str, Any] = {"draw": k, "position": position, "problem": problem.id, "sample": sample}
+        entry["seed"] = seed
+        try:
+            rollout = result()
+            score = self.suite.score(problem, rollout, self.runtime.settings)
+        except BudgetExceeded as exc:
+            entry.update(correct=None, error=one_line(exc), budget=True)
+        except Exception as exc:  # noqa: BLE001 - the draw failed: the decision stops here
+            entry.update(correct=None, error=one_line(exc))
+            if isinstance(exc, FatalRequestError):
+                self.runtime.fatal_error = str(exc)
+        else:
+            generation = GenerationRecord(sample, seed, rollout, score)
+            entry.update(correct=bool(score.correct), generation=generation.to_dict())
+        self.runtime.engine.release([self._key(k)])
+        self.log.append(entry)
+
+    def record(self, problem: Problem, nodeid: str) -> ProblemRecord | None:
+        """The problem's record over its draws in the decision (and the failed draw that
+        stopped it, as its error), or None: the decision needed none of its draws."""
+        position = next(i for i, p in enumerate(self.problems) if p.node_id == problem.node_id)
+        used = [self.log.entries[k] for k in range(self.decider.used) if self.plan[k][0] == position]
+        error = None
+        failed = self.log.entries.get(self.decider.used)
+        if self.decider.stop == ERROR and failed is not None and failed["position"] == position:
+            error = f"draw {failed['draw']} (sample {failed['sample']}): {failed['error']}"
+        if not used and error is None:
+            return None
+        fields = self.suite.score_fields
+        generations = tuple(generation_from_dict(e["generation"], fields) for e in used)
+        return self.runtime.record(
+            self.suite,
+            problem,
+            nodeid,
+            generations,
+            [error] if error else [],
+            extra={"draws": [e["draw"] for e in used]},
+        )
