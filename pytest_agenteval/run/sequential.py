@@ -122,6 +122,7 @@ class DrawLog:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.own = self.folder / f"draws-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
         self.entries: dict[int, dict[str, Any]] = {}
+        self.claimers: dict[int, int] = {}  # draw -> the process (pid) that claimed it
         self._read: dict[Path, int] = {}  # file -> bytes read so far
 
     def write_plan(self, plan: Mapping[str, Any]) -> None:
@@ -151,12 +152,32 @@ class DrawLog:
             handle.truncate()
             handle.write(str(k + 1))
             handle.flush()
+            self.append({"claim": k, "pid": os.getpid()})  # under the lock: never a claim unnamed
         return k
 
     def append(self, entry: Mapping[str, Any]) -> None:
         with open(self.own, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(dict(entry), ensure_ascii=False) + "\n")
-        self.entries[int(entry["draw"])] = dict(entry)
+        self._take(dict(entry))
+
+    def _take(self, entry: dict[str, Any]) -> None:
+        if "claim" in entry:
+            self.claimers[int(entry["claim"])] = int(entry["pid"])
+        else:
+            self.entries[int(entry["draw"])] = entry
+
+    def lost(self, k: int) -> str | None:
+        """Why draw k will never finish (the process that claimed it has ended), or None."""
+        pid = self.claimers.get(k)
+        if pid is None or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return f"LostDraw: the process that drew it (pid {pid}) ended before it finished"
+        except PermissionError:
+            return None  # alive, another user's
+        return None
 
     def refresh(self) -> None:
         """Read the whole lines the processes appended since the last look."""
@@ -167,8 +188,7 @@ class DrawLog:
                 data = handle.read()
             end = data.rfind(b"\n") + 1  # a line being written is read next time
             for line in data[:end].splitlines():
-                entry = json.loads(line)
-                self.entries[int(entry["draw"])] = entry
+                self._take(json.loads(line))
             self._read[path] = start + end
 
     def ordered(self) -> list[dict[str, Any]]:
@@ -227,6 +247,10 @@ class SuiteDraws:
             if not in_flight:
                 if self.decider.stop is not None:
                     break
+                lost = self.log.lost(self.next)
+                if lost is not None:  # a worker died with it: no decision can pass it
+                    self.log.append({**self._entry(self.next), "correct": None, "error": lost})
+                    continue
                 time.sleep(POLL_S)  # the others' draws the decision waits on
                 continue
             done, _ = cf.wait(in_flight, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
@@ -247,15 +271,20 @@ class SuiteDraws:
             (float(k), sample),
         )
 
-    def _finish(self, k: int, result: Callable[[], Any]) -> None:
+    def _entry(self, k: int) -> dict[str, Any]:
+        """What the schedule says of draw k: its problem, sample and seed."""
         from pytest_agenteval.api.records import sample_seed
-        from pytest_agenteval.run.runtime import one_line
 
         position, sample = self.plan[k]
         problem = self.problems[position]
         seed = sample_seed(self.runtime.settings.seed, problem.id, sample)
-        entry: dict[str, Any] = {"draw": k, "position": position, "problem": problem.id, "sample": sample}
-        entry["seed"] = seed
+        return {"draw": k, "position": position, "problem": problem.id, "sample": sample, "seed": seed}
+
+    def _finish(self, k: int, result: Callable[[], Any]) -> None:
+        from pytest_agenteval.run.runtime import one_line
+
+        entry = self._entry(k)
+        problem, sample, seed = self.problems[entry["position"]], entry["sample"], entry["seed"]
         try:
             rollout = result()
             score = self.suite.score(problem, rollout, self.runtime.settings)

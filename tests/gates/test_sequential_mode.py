@@ -7,6 +7,9 @@ decided from the cache with no request."""
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -201,3 +204,21 @@ def test_refused_at_start_up(run_suite, args, error):
         assert server.stats()["total_requests"] == 0
     assert result.ret == 4
     result.stderr.fnmatch_lines([error])
+
+
+def test_a_draw_whose_process_ended_is_lost_not_waited_for(tmp_path):
+    """A worker that died after claiming a draw would hold the decision forever: the others
+    see that its process is gone and stop there, as at a failed draw."""
+    from pytest_agenteval.run.sequential import DrawLog
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    theirs = DrawLog(tmp_path, "aime25")
+    theirs.append({"claim": 0, "pid": ended.pid})
+    ours = DrawLog(tmp_path, "aime25")
+    ours.refresh()
+    assert ours.lost(0) == f"LostDraw: the process that drew it (pid {ended.pid}) ended before it finished"
+    assert ours.lost(1) is None  # nobody claimed it
+    theirs.append({"claim": 1, "pid": os.getpid()})
+    ours.refresh()
+    assert ours.lost(1) is None  # its process runs
