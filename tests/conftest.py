@@ -41,6 +41,47 @@ pytest_plugins = ["pytester"]
 # llama.cpp likewise: imported here once, an in-process run (run_suite) does not import them
 # again, about 0.6 s of CPU a run.
 
+# How this project's own tests share the xdist workers (README: `python -m pytest -n 2`).
+# A module's tests go to one worker (xdist's loadscope): its module and session fixtures (a
+# launched server, a model loaded, the runs several tests assert on) are built once, not once
+# on each worker as `load` did when it split a module. The folders whose modules run longest
+# go first (longest jobs first: the least time with one worker idle at the end).
+HEAVY_FIRST = (
+    "transformers",
+    "docs",
+    "trio",
+    "serving",
+    "suites",
+    "sweep",
+    "sharding",
+    "cluster",
+    "batch",
+    "sandbox",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "load":  # a --dist the command line chose stays
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    return LoadScopeScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        try:
+            folder = item.path.relative_to(tests).parts[0]
+        except ValueError:
+            return len(HEAVY_FIRST)
+        return HEAVY_FIRST.index(folder) if folder in HEAVY_FIRST else len(HEAVY_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a folder stays
+
+
 # Our own problems (not AIME's), with integer answers the replay texts can hit or miss.
 TINY_PROBLEMS = [
     {"id": 0, "problem": "What is 30 + 40?", "answer": "70"},
