@@ -26,12 +26,9 @@ _SIDES = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.
 
 
 def refusal(expression: str, metric: str, op: str, two_models: bool) -> str | None:
-    """Why a gate cannot carry a confidence (one line with the fix), or None: it can."""
-    if two_models:
-        return (
-            f"--agenteval-gate {expression!r}: a confidence on a gate comparing two models is not "
-            "supported; drop the '@ LEVEL' (its paired 95% bootstrap decides)"
-        )
+    """Why a gate cannot carry a confidence (one line with the fix), or None: it can. A gate
+    comparing two models may carry one for `--agenteval-sequential`'s paired draws; without
+    it, `paired_level_refusal` refuses it at start-up."""
     if op not in _SIDES:
         return (
             f"--agenteval-gate {expression!r}: an interval can show {metric} above or below a "
@@ -93,3 +90,11 @@ def decide(
         UNDECIDED: f"holds {threshold:g}: undecided, the data cannot tell",
     }[decision]
     return decision, (low, high), draws, f"{found}; {claim}"
+
+
+def paired_level_refusal(expression: str) -> str:
+    """A level on a gate comparing two models outside sequential mode: one line."""
+    return (
+        f"--agenteval-gate {expression!r}: a confidence on a gate comparing two models is decided by "
+        "paired draws: add --agenteval-sequential, or drop the '@ LEVEL' (its paired 95% bootstrap decides)"
+    )

@@ -198,7 +198,9 @@ class ResultsCollector:
         drawn = self.config.stash.get(SEQUENTIAL, None)
         if drawn is not None:  # --agenteval-sequential: the draws, replayed in order, decide
             self.gate_results = drawn.finish(self.gates, self.summaries)
-        if self.baseline is not None:
+        if self.baseline is not None and drawn is not None:  # paired draws where the baseline has them
+            self.comparisons = drawn.comparisons(by_suite)
+        elif self.baseline is not None:
             self.comparisons = [
                 compare(name, records, self.baseline, self.settings.compare_tolerance, self.settings.seed)
                 for name, records in sorted(by_suite.items())

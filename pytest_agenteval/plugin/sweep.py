@@ -16,6 +16,7 @@ from pytest_agenteval.config.options import Settings
 from pytest_agenteval.models import ModelChoice, choose_model
 from pytest_agenteval.models.schemes import SCHEMES as SDK_SCHEMES
 from pytest_agenteval.models.sweep import SweepModel, absolute, expand_model_paths, is_glob, marker_name
+from pytest_agenteval.plugin.sequential import SWEEP_LABELS
 
 MODELS = pytest.StashKey[list[SweepModel]]()  # the sweep's models, in order ([] : not a sweep)
 WORKERINPUT_MODELS = "agenteval_sweep_models"  # [[label, source], ...] as the controller expanded
@@ -242,7 +243,9 @@ def configure(
     models = models_of(config, settings, evaluating)
     settings = one_model_settings(settings, models)
     models = config.stash[MODELS] = models if len(models) > 1 else []
+    config.stash[SWEEP_LABELS] = [m.label for m in models]  # what sequential mode draws from
     _check_gate_labels(gates, models)
+    _check_paired_levels(gates, settings)
     register_markers(config, models)
     if not models:
         return settings, {}
@@ -260,3 +263,16 @@ def _check_gate_labels(gates: Sequence[Any], models: Sequence[SweepModel]) -> No
         check_gate_labels(gates, [m.label for m in models])
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _check_paired_levels(gates: Sequence[Any], settings: Settings) -> None:
+    """A level on a gate comparing two models is decided by sequential mode's paired draws."""
+    from pytest_agenteval.output.gate_confidence import paired_level_refusal
+
+    for gate in gates:
+        if (
+            getattr(gate, "other", None) is not None
+            and gate.confidence is not None
+            and not settings.sequential
+        ):
+            raise pytest.UsageError(paired_level_refusal(gate.expression))

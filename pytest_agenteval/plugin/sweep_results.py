@@ -15,6 +15,7 @@ from pytest_agenteval.models.sweep import SweepModel, item_label
 from pytest_agenteval.output import terminal
 from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate, evaluate_sweep_gate
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path
+from pytest_agenteval.plugin.sequential import STATE as SEQUENTIAL
 from pytest_agenteval.plugin.sweep import MODELS, model_settings
 from pytest_agenteval.tasks.registry import suite_by_name
 
@@ -124,11 +125,12 @@ class SweepResults:
         (output/gate.py `evaluate_sweep_gate`); each result goes into the summary block of
         the model it names first, so the results file keeps the verdict."""
         seed = self.collector.settings.seed
-        results = [
-            evaluate_sweep_gate(g, self.summaries, self.scores, seed)
-            for g in self.collector.gates
-            if not applies_to_every_model(g)
-        ]
+        named = [g for g in self.collector.gates if not applies_to_every_model(g)]
+        drawn = self.collector.config.stash.get(SEQUENTIAL, None)
+        if drawn is not None:  # --agenteval-sequential: the draws, replayed in order, decide
+            results = drawn.finish_sweep(named, self.summaries)
+        else:
+            results = [evaluate_sweep_gate(g, self.summaries, self.scores, seed) for g in named]
         for result in results:
             block = self.summaries.get((result.gate.suite, str(result.gate.label)))
             if block is not None:

@@ -61,28 +61,79 @@ def schedule(run_seed: int, count: int, budget: int) -> list[tuple[int, int]]:
     return plan
 
 
+BASELINE = "@baseline"  # GateSpec.other of a comparison with --agenteval-compare's draws
+PAIRED_END = "paired"  # a stop: a paired sequence against the baseline ran out of its draws
+
+
+def verdict(entry: Mapping[str, Any], label: str) -> bool | None:
+    """A draw's verdict for the model `label` (a sweep's draws hold one a model; a one-model
+    run's one, whatever the label); None: the draw is no observation (not scored, GAIA)."""
+    correct = entry.get("correct")
+    if isinstance(correct, Mapping):
+        correct = correct.get(label)
+    return None if correct is None else bool(correct)
+
+
 @dataclass(frozen=True)
 class GateSpec:
-    """What a gate asks of the draws: `mean OP threshold` at confidence 1 - alpha."""
+    """What a gate asks of the draws: `mean OP threshold` at confidence 1 - alpha. The mean
+    is of one model's verdicts (`label`; "" in a one-model run), or with `other` of the paired
+    differences label - other in [-1, 1] (a sweep's second model, or BASELINE: the verdict a
+    recorded run gave the same problem and sample); `category`: only the draws of that
+    category count (BFCL's per-category, GAIA's per-level accuracy: draws uniform over the
+    suite are uniform over each category)."""
 
     key: str  # the gate's expression
     op: str
     threshold: float
     alpha: float
+    label: str = ""
+    other: str | None = None
+    category: str | None = None
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        return (-1.0, 1.0) if self.other is not None else (0.0, 1.0)
+
+
+Baseline = Mapping[tuple[str, int], tuple[int, bool]]  # (problem id, sample) -> (seed, verdict)
 
 
 class Decider:
-    """The decision over draws added in their order (see the module's docstring)."""
+    """The decision over draws added in their order (see the module's docstring). A paired
+    sequence against the baseline ends at the first draw the baseline has no verdict for
+    (with the same seed): the draws it may use are fixed by the schedule, never by an outcome."""
 
-    def __init__(self, gates: Sequence[GateSpec], budget: int) -> None:
+    def __init__(self, gates: Sequence[GateSpec], budget: int, baseline: Baseline | None = None) -> None:
         from pytest_agenteval.stats.sequential import BettingCS
 
         self.gates = list(gates)
         self.budget = budget
-        self.sequences = {g.key: BettingCS(g.alpha, thresholds=[g.threshold]) for g in self.gates}
+        self.baseline = baseline or {}
+        self.sequences = {
+            g.key: BettingCS(g.alpha, bounds=g.bounds, thresholds=[g.threshold]) for g in self.gates
+        }
+        self.ended: dict[str, int] = {}  # a paired sequence the baseline's draws ended -> at draw
         self.used = 0  # draws in the decision: 0 .. used - 1
-        self.stop: str | None = None  # DECIDED, BUDGET, COST or ERROR once stopped
+        self.stop: str | None = None  # DECIDED, BUDGET, COST, ERROR or PAIRED_END once stopped
         self.error: str | None = None  # the failed (or refused) draw's line
+
+    def value(self, gate: GateSpec, entry: Mapping[str, Any]) -> float | None:
+        """The draw's observation for the gate, or None (not of its category, not scored)."""
+        if gate.category is not None and entry.get("category") != gate.category:
+            return None
+        left = verdict(entry, gate.label)
+        if gate.other is None or left is None:
+            return None if left is None else float(left)
+        if gate.other == BASELINE:
+            theirs = self.baseline.get((str(entry["problem"]), int(entry["sample"])))
+            if theirs is None or theirs[0] != entry["seed"]:
+                self.ended.setdefault(gate.key, self.used)
+                return None
+            right: bool | None = theirs[1]
+        else:
+            right = verdict(entry, gate.other)
+        return None if right is None else float(left) - float(right)
 
     def add(self, entry: Mapping[str, Any]) -> None:
         if self.stop is not None:
@@ -90,18 +141,26 @@ class Decider:
         if entry.get("error"):
             self.stop, self.error = (COST if entry.get("budget") else ERROR), str(entry["error"])
             return
-        for sequence in self.sequences.values():
-            sequence.add(1.0 if entry["correct"] else 0.0)
+        for gate in self.gates:
+            if gate.key in self.ended:
+                continue
+            observed = self.value(gate, entry)
+            if observed is not None:
+                self.sequences[gate.key].add(observed)
         self.used += 1
-        if self.gates and all(self.decision(g) != "UNDECIDED" for g in self.gates):
+        open_ = [g for g in self.gates if self.decision(g) == "UNDECIDED"]
+        if self.gates and not open_:
             self.stop = DECIDED
+        elif self.gates and all(g.key in self.ended for g in open_):
+            self.stop = PAIRED_END
         elif self.used >= self.budget:
             self.stop = BUDGET
 
     def decision(self, gate: GateSpec) -> str:
-        if self.used == 0:
+        sequence = self.sequences[gate.key]
+        if sequence.n == 0:
             return "UNDECIDED"
-        return self.sequences[gate.key].decide(gate.op, gate.threshold)
+        return sequence.decide(gate.op, gate.threshold)
 
     def replay(self, entries: Iterable[Mapping[str, Any]]) -> Decider:
         for entry in entries:
@@ -196,7 +255,9 @@ class DrawLog:
 
 
 class SuiteDraws:
-    """This process's draws of one suite (see the module's docstring)."""
+    """This process's draws of one suite (see the module's docstring). In a sweep each draw
+    is one generation of its (problem, sample) from each of `labels`, the models the gates
+    name, with the same seed: a draw finishes when every model's generation has."""
 
     def __init__(
         self,
@@ -205,15 +266,31 @@ class SuiteDraws:
         problems: Sequence[Problem],
         gates: Sequence[GateSpec],
         folder: Path,
+        labels: Sequence[str] = ("",),
+        baseline: Baseline | None = None,
     ) -> None:
+        import dataclasses
+
         self.runtime, self.suite, self.problems = runtime, suite, list(problems)
+        self.labels = list(labels)
+        # each model's copy of the problems (a sweep's items are one per (model, problem))
+        self.copies = {
+            label: [dataclasses.replace(p, model=label) for p in self.problems] for label in self.labels
+        }
         settings = runtime.settings
         self.samples = suite.samples(settings)
         self.budget = self.samples * len(self.problems)
         self.plan = schedule(settings.seed, len(self.problems), self.budget)
         self.log = DrawLog(folder, suite.name)
-        self.log.write_plan({"problems": len(self.problems), "samples": self.samples, "budget": self.budget})
-        self.decider = Decider(gates, self.budget)
+        self.log.write_plan(
+            {
+                "problems": len(self.problems),
+                "samples": self.samples,
+                "budget": self.budget,
+                "labels": [label for label in self.labels if label],
+            }
+        )
+        self.decider = Decider(gates, self.budget, baseline)
         self.next = 0  # the first draw not yet given to the decider
         self.finished = False
 
@@ -225,25 +302,35 @@ class SuiteDraws:
 
     def run(self, slots: int, window: int) -> None:
         """Draw until the decision is known, then wait for the draws it rests on. `slots`:
-        this process's draws in flight at most; `window`: the whole run's, so no process
-        claims a draw `window` or more past the first one the decision still waits for (a
-        slow draw of another process holds the decision back; the others must not run on)."""
+        this process's generations in flight at most; `window`: the whole run's, so no
+        process claims a draw `window` or more past the first one the decision still waits
+        for (a slow draw of another process holds the decision back; the others must not
+        run on). A sweep's draw takes one slot a model."""
         if self.finished:
             return
-        in_flight: dict[cf.Future[Any], int] = {}
+        width = len(self.labels)
+        in_flight: dict[cf.Future[Any], tuple[int, str]] = {}
+        pending: dict[int, dict[str, Callable[[], Any]]] = {}  # draw -> its models' results so far
         while True:
             self._advance()
-            while self.decider.stop is None and len(in_flight) < max(1, slots):
-                k = self.log.claim(min(self.budget, self.next + max(1, window)))
+            while self.decider.stop is None and len(in_flight) + width <= max(width, slots):
+                k = self.log.claim(min(self.budget, self.next + max(1, window // width)))
                 if k is None:
                     break
                 position, sample = self.plan[k]
-                hit = self.runtime.cached_rollout(self.suite, self.problems[position], sample)
-                if hit is not None:  # the cache first: a rerun decides where it decided, sending nothing
-                    self._finish(k, lambda hit=hit: hit)
+                results: dict[str, Callable[[], Any]] = {}
+                for label in self.labels:
+                    problem = self.copies[label][position]
+                    hit = self.runtime.cached_rollout(self.suite, problem, sample)
+                    if hit is not None:  # the cache first: a rerun decides where it decided, sending nothing
+                        results[label] = lambda hit=hit: hit
+                    else:
+                        in_flight[self._submit(k, label)] = (k, label)
+                if len(results) == width:
+                    self._finish(k, results)
                     self._advance()
                     continue
-                in_flight[self._submit(k)] = k
+                pending[k] = results
             if not in_flight:
                 if self.decider.stop is not None:
                     break
@@ -255,39 +342,57 @@ class SuiteDraws:
                 continue
             done, _ = cf.wait(in_flight, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
             for future in done:
-                self._finish(in_flight.pop(future), future.result)
+                k, label = in_flight.pop(future)
+                pending[k][label] = future.result
+                if len(pending[k]) == width:
+                    self._finish(k, pending.pop(k))
         self.finished = True
 
-    def _key(self, k: int) -> tuple[str, str, str, int]:
+    def _key(self, k: int, label: str) -> tuple[str, str, str, int]:
         position, sample = self.plan[k]
-        return (self.suite.name, self.problems[position].node_id, "draw", sample)
+        return (self.suite.name, self.copies[label][position].node_id, "draw", sample)
 
-    def _submit(self, k: int) -> cf.Future[Any]:
+    def _submit(self, k: int, label: str) -> cf.Future[Any]:
         position, sample = self.plan[k]
-        problem = self.problems[position]
+        problem = self.copies[label][position]
         return self.runtime.engine.submit(
-            self._key(k),
+            self._key(k, label),
             functools.partial(self.runtime.counted_rollout, self.suite, problem, sample),
             (float(k), sample),
         )
 
     def _entry(self, k: int) -> dict[str, Any]:
-        """What the schedule says of draw k: its problem, sample and seed."""
+        """What the schedule says of draw k: its problem, sample, seed and category."""
         from pytest_agenteval.api.records import sample_seed
 
         position, sample = self.plan[k]
         problem = self.problems[position]
         seed = sample_seed(self.runtime.settings.seed, problem.id, sample)
-        return {"draw": k, "position": position, "problem": problem.id, "sample": sample, "seed": seed}
+        category = self.suite.category_of(problem)
+        return {
+            "draw": k,
+            "position": position,
+            "problem": problem.id,
+            "sample": sample,
+            "seed": seed,
+            "category": category,
+        }
 
-    def _finish(self, k: int, result: Callable[[], Any]) -> None:
+    def _finish(self, k: int, results: Mapping[str, Callable[[], Any]]) -> None:
         from pytest_agenteval.run.runtime import one_line
 
         entry = self._entry(k)
-        problem, sample, seed = self.problems[entry["position"]], entry["sample"], entry["seed"]
+        position, sample, seed = entry["position"], entry["sample"], entry["seed"]
+        verdicts: dict[str, bool | None] = {}
+        generations: dict[str, Any] = {}
         try:
-            rollout = result()
-            score = self.suite.score(problem, rollout, self.runtime.settings)
+            for label in self.labels:
+                problem = self.copies[label][position]
+                rollout = results[label]()
+                score = self.suite.score(problem, rollout, self.runtime.settings)
+                # an item that cannot be scored (GAIA's without an answer) is no observation
+                verdicts[label] = None if score.fields.get("scored") is False else bool(score.correct)
+                generations[label] = GenerationRecord(sample, seed, rollout, score).to_dict()
         except BudgetExceeded as exc:
             entry.update(correct=None, error=one_line(exc), budget=True)
         except Exception as exc:  # noqa: BLE001 - the draw failed: the decision stops here
@@ -295,15 +400,19 @@ class SuiteDraws:
             if isinstance(exc, FatalRequestError):
                 self.runtime.fatal_error = str(exc)
         else:
-            generation = GenerationRecord(sample, seed, rollout, score)
-            entry.update(correct=bool(score.correct), generation=generation.to_dict())
-        self.runtime.engine.release([self._key(k)])
+            if self.labels == [""]:  # a one-model run: its verdict and generation
+                entry.update(correct=verdicts[""], generation=generations[""])
+            else:
+                entry.update(correct=verdicts, generation=generations)
+        self.runtime.engine.release([self._key(k, label) for label in self.labels])
         self.log.append(entry)
 
     def record(self, problem: Problem, nodeid: str) -> ProblemRecord | None:
-        """The problem's record over its draws in the decision (and the failed draw that
-        stopped it, as its error), or None: the decision needed none of its draws."""
-        position = next(i for i, p in enumerate(self.problems) if p.node_id == problem.node_id)
+        """The problem's record (of its model, in a sweep) over its draws in the decision (and
+        the failed draw that stopped it, as its error), or None: the decision needed none of
+        its draws."""
+        position = next(i for i, p in enumerate(self.problems) if p.id == problem.id)
+        label = problem.model if problem.model in self.labels else ""
         used = [self.log.entries[k] for k in range(self.decider.used) if self.plan[k][0] == position]
         error = None
         failed = self.log.entries.get(self.decider.used)
@@ -312,12 +421,16 @@ class SuiteDraws:
         if not used and error is None:
             return None
         fields = self.suite.score_fields
-        generations = tuple(generation_from_dict(e["generation"], fields) for e in used)
+
+        def generation(entry: Mapping[str, Any]) -> Any:
+            found = entry["generation"]
+            return generation_from_dict(found[label] if label else found, fields)
+
         return self.runtime.record(
             self.suite,
             problem,
             nodeid,
-            generations,
+            tuple(generation(e) for e in used),
             [error] if error else [],
             extra={"draws": [e["draw"] for e in used]},
         )

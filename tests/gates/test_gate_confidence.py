@@ -47,16 +47,19 @@ def test_grammar(expression, metric, op, threshold, confidence):
         ("aime25.average_at_n == 0.4 @ 0.95", "never equal to it; use >=, >, <= or <"),
         ("aime25.mean_turns >= 2 @ 0.95", "mean_turns is not a mean of bounded draws"),
         ("aime25.pass_at_k.x >= 0.2 @ 0.95", "pass_at_k.x is not a mean of bounded draws"),
-        (
-            "aime25[a].average_at_n >= aime25[b].average_at_n @ 0.95",
-            "a confidence on a gate comparing two models is not supported",
-        ),
     ],
 )
 def test_refused(expression, error):
     with pytest.raises(GateError, match=re.escape(error)) as caught:
         parse_gate(expression)
     assert "\n" not in str(caught.value)
+
+
+def test_a_gate_comparing_two_models_parses_with_a_level_for_paired_draws():
+    """Sequential mode decides it on paired draws; a run without --agenteval-sequential
+    refuses it at start-up (tests/sweep/test_sequential_sweep.py)."""
+    gate = parse_gate("aime25[a].average_at_n >= aime25[b].average_at_n + 0.02 @ 0.95")
+    assert (gate.label, gate.other.label, gate.threshold, gate.confidence) == ("a", "b", 0.02, 0.95)
 
 
 def test_the_option_sets_threshold_gates_and_a_gates_own_level_wins():
