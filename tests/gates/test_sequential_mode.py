@@ -196,6 +196,11 @@ def test_undrawn_problems_are_skipped_with_the_reason(run_suite):
             "*'aime25.pass_at_n >= 0.4 @ 0.9': pass_at_n is not a mean of single draws*",
         ),
         ((f"--agenteval-gate={GATE}", "--agenteval-shard=0/2"), "*--agenteval-shard decides what runs*"),
+        (
+            ("--agenteval-gate=aime25.pass_at_k.2 >= 0.4 @ 0.9",),
+            "*'aime25.pass_at_k.2 >= 0.4 @ 0.9': pass@k needs draws of k samples, which sequential mode does "
+            "not make yet*",
+        ),
     ],
 )
 def test_refused_at_start_up(run_suite, args, error):
