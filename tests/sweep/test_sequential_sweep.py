@@ -53,10 +53,14 @@ def sweep(aime_suite: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.parametrize(
-    ("gate", "status", "verdict"), [(GAIN, 0, "PASS"), (LOSS, 1, "FAIL")], ids=["gain", "loss"]
+    ("gate", "status", "verdict", "workers"),
+    [(GAIN, 0, "PASS", ()), (LOSS, 1, "FAIL", ()), (GAIN, 0, "PASS", ("-n", "2"))],
+    ids=["gain", "loss", "gain -n 2"],
 )
-def test_a_paired_gate_is_decided_early_on_the_same_draws_of_both_models(aime_suite, gate, status, verdict):
-    result = sweep(aime_suite, "--agenteval-sequential", f"--agenteval-gate={gate}")
+def test_a_paired_gate_is_decided_early_on_the_same_draws_of_both_models(
+    aime_suite, gate, status, verdict, workers
+):
+    result = sweep(aime_suite, "--agenteval-sequential", f"--agenteval-gate={gate}", *workers)
     assert result.ret == status, result.stdout.str()[-3000:]
     out = aime_suite.path / "out"
     blocks = {}
