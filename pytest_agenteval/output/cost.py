@@ -243,12 +243,18 @@ def budget_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:
         return None
     first = blocks[0]
     items = sum(len(b["stopped_problem_ids"]) for b in blocks)
+    shared = first.get("ledger") if isinstance(first.get("ledger"), Mapping) else None
+    total = shared or first  # --budget-ledger: what every shard on it spent, against the one budget
     if first["max_cost_usd"] is not None:
-        spent = f"{format_usd(first['spent_usd'])} of {format_usd(first['max_cost_usd'])}"
+        spent = f"{format_usd(total['spent_usd'])} of {format_usd(first['max_cost_usd'])}"
+        own = format_usd(first["spent_usd"])
         flag = "--max-cost"
     else:
-        spent = f"{first['spent_tokens']} of {first['max_total_tokens']} tokens"
+        spent = f"{total['spent_tokens']} of {first['max_total_tokens']} tokens"
+        own = f"{first['spent_tokens']} tokens"
         flag = "--max-total-tokens"
+    if shared is not None:
+        spent += f" (all shards on --budget-ledger {shared['path']}; this one {own})"
     return f"budget: stopped after {spent}; {items} items not run; raise {flag} to go on"
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.api.records import counted_usage, problem_from_dict
-from pytest_agenteval.models.cost.budget import BudgetLedger, LedgerError, Limits, RunBudget
+from pytest_agenteval.models.cost.budget import BudgetLedger, LedgerError, Limits, RunBudget, lease_for
 from pytest_agenteval.models.cost.prices import PriceError, billed_name, format_usd, load_prices
 from pytest_agenteval.plugin import hosts
 from pytest_agenteval.plugin.items import suite_of
@@ -121,12 +121,14 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     """Called from pytest_configure (after `check_settings`), on the controller and on
     every worker."""
     limits = Limits(settings.max_cost, settings.max_total_tokens)
+    lease = lease_for(settings.request_timeout)  # another machine's reservation: its crash's time-out
     worker = hasattr(config, "workerinput")
     if worker:
         path = config.workerinput.get(LEDGER_KEY)  # type: ignore[attr-defined]
         if path:
             run = config.workerinput.get(RUN_KEY, "")  # type: ignore[attr-defined]
-            ledger = BudgetLedger(Path(path), limits, run)
+            ledger = BudgetLedger(Path(path), limits, run, lease)
+            config.add_cleanup(ledger.close)
             runtime.budget = RunBudget(ledger, load_prices(settings.prices))
         if settings.estimate:
             config.pluginmanager.register(EstimateSampler(settings), "agenteval-estimate-sampler")
@@ -138,12 +140,16 @@ def install(config: pytest.Config, settings: Any, choice: Any, runtime: Any, eva
     if limits.any and not config.option.collectonly:
         hosts.refuse_remote_workers(config, LEDGER_REFUSAL)
         if settings.budget_ledger:  # the shards' one budget: kept, with what they spent
+            # resolved here: the workers, the summary and the merge name one file, wherever
+            # each shard started
+            path = Path(settings.budget_ledger).expanduser().resolve()
             try:
-                ledger = BudgetLedger.shared(Path(settings.budget_ledger), limits, uuid.uuid4().hex)
+                ledger = BudgetLedger.shared(path, limits, uuid.uuid4().hex, lease)
             except LedgerError as exc:
                 raise pytest.UsageError(str(exc)) from None
+            config.add_cleanup(ledger.close)
         else:
-            ledger = BudgetLedger.create(limits)
+            ledger = BudgetLedger.create(limits, lease_s=lease)
             config.add_cleanup(ledger.remove)
         runtime.budget = RunBudget(ledger, load_prices(settings.prices))
     collector = config.pluginmanager.get_plugin("agenteval-results")

@@ -148,3 +148,16 @@ def test_the_price_refusal_names_where_the_model_name_came_from(run_suite) -> No
         f"--max-cost $5.000000: no price for the model 'mock-model' (the name {url}/models lists; "
         '--model-name NAME picks another); add [models."mock-model"]',
     )
+
+
+def test_a_relative_ledger_path_is_resolved_at_start_up(run_suite, pytester: pytest.Pytester) -> None:
+    """Shards started from different folders name one file: before, the summary kept the
+    relative string, and the merge's shared_ledger became a list."""
+    with OpenAITestServer(ServerConfig(answer="\\boxed{0}")) as server:
+        result, out = run_suite(
+            f"--endpoint={server.url}", "--max-total-tokens=100000", "--budget-ledger=budget.json"
+        )
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), result.stdout.str()
+    budget = lines(out)[1][0]["budget"]
+    assert budget["ledger"]["path"] == str((pytester.path / "budget.json").resolve())
+    assert budget["requests"] > 0 and budget["ledger"]["spent_tokens"] == budget["spent_tokens"]

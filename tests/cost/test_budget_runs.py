@@ -54,11 +54,14 @@ def test_the_budget_stops_the_run_and_a_rerun_pays_only_for_what_is_missing(
     budget = summary["budget"]
     stopped = [p for p in problems if p["error"]]
     assert stopped and budget["stopped"] is True
-    # one line an item, however many of its samples were not sent
-    assert all(
-        re.fullmatch(r"BudgetExceeded: not sent: budget \$0\.000500 reached \(\$0\.\d{6} spent\)", p["error"])
-        for p in stopped
+    # one line an item, however many of its samples were not sent: the budget reached, or
+    # (most of it left) the request's worst case over what is left
+    reached = r"budget \$0\.000500 reached \(\$0\.\d{6} spent\)"
+    over = (
+        r"its worst case \$0\.\d{6} \(max_tokens 40\) exceeds the \$0\.\d{6} left of --max-cost "
+        r"\$0\.000500: lower --max-tokens or raise --max-cost"
     )
+    assert all(re.fullmatch(f"BudgetExceeded: not sent: (?:{reached}|{over})", p["error"]) for p in stopped)
     assert budget["stopped_problem_ids"] == [p["problem_id"] for p in stopped]
     assert budget["spent_usd"] <= 0.0005 and budget["max_cost_usd"] == 0.0005
     assert budget["spent_usd"] == summary["cost"]["usd"]  # every generation's cost_usd, summed

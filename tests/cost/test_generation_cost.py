@@ -165,7 +165,30 @@ def test_a_rollouts_cached_tokens_are_summed_over_its_turns() -> None:
             ],
             "budget: stopped after 980 of 1000 tokens; 1 items not run; raise --max-total-tokens to go on",
         ),  # fmt: skip
+        # a shard of a --budget-ledger: the ledger's total against the one budget, its own beside
+        # (before: 'stopped after $1.250000 of $5.000000', the shard's share)
+        (
+            [
+                {
+                    "stopped": True, "stopped_problem_ids": [7], "max_cost_usd": 5.0, "spent_usd": 1.25,
+                    "ledger": {"path": "/nfs/b.json", "spent_usd": 4.98, "spent_tokens": 0},
+                }
+            ],
+            "budget: stopped after $4.980000 of $5.000000 (all shards on --budget-ledger /nfs/b.json; "
+            "this one $1.250000); 1 items not run; raise --max-cost to go on",
+        ),
+        (
+            [
+                {
+                    "stopped": True, "stopped_problem_ids": [7, 8], "max_cost_usd": None, "spent_tokens": 300,
+                    "max_total_tokens": 1000,
+                    "ledger": {"path": "/nfs/b.json", "spent_usd": 0.0, "spent_tokens": 990},
+                }
+            ],
+            "budget: stopped after 990 of 1000 tokens (all shards on --budget-ledger /nfs/b.json; "
+            "this one 300 tokens); 2 items not run; raise --max-total-tokens to go on",
+        ),
     ],
-)
+)  # fmt: skip
 def test_the_budget_line(budgets: list, line: str | None) -> None:
     assert budget_line([{"suite": "s", "budget": b} for b in budgets]) == line

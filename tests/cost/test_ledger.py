@@ -28,6 +28,48 @@ def test_a_request_the_budget_cannot_take_is_refused_with_one_line(tmp_path: Pat
     assert ledger.try_reserve(100, 0.005) is not None  # exactly the rest still fits
 
 
+@pytest.mark.parametrize(
+    ("limits", "spent", "worst", "line"),
+    [
+        # nothing spent: not 'budget $0.000400 reached ($0.000000 spent)' (before) but why
+        (
+            Limits(max_cost_usd=0.0004), 0.0, (40000, 0.0656),
+            "not sent: its worst case $0.065600 (max_tokens 32768) exceeds the $0.000400 left of --max-cost "
+            "$0.000400: lower --max-tokens or raise --max-cost",
+        ),
+        # most of the budget left: the request's worst case is the matter
+        (
+            Limits(max_cost_usd=0.01), (100, 0.002), (5000, 0.009),
+            "not sent: its worst case $0.009000 (max_tokens 32768) exceeds the $0.008000 left of --max-cost "
+            "$0.010000: lower --max-tokens or raise --max-cost",
+        ),
+        # half or more spent, and the request would fit a whole budget: the budget is reached
+        (
+            Limits(max_cost_usd=0.01), (100, 0.006), (5000, 0.005),
+            "not sent: budget $0.010000 reached ($0.006000 spent)",
+        ),
+        (
+            Limits(max_total_tokens=1000), 0.0, (40000, 0.0),
+            "not sent: its worst case 40000 tokens (max_tokens 32768) exceeds the 1000 tokens left of "
+            "--max-total-tokens 1000: lower --max-tokens or raise --max-total-tokens",
+        ),
+        (
+            Limits(max_total_tokens=1000), (700, 0.0), (400, 0.0),
+            "not sent: budget 1000 tokens reached (700 spent)",
+        ),
+    ],
+)  # fmt: skip
+def test_the_refusal_says_why_the_request_does_not_fit(
+    tmp_path: Path, limits: Limits, spent: tuple | float, worst: tuple, line: str
+) -> None:
+    ledger = BudgetLedger.create(limits, tmp_path)
+    if spent:
+        ledger.settle(ledger.try_reserve(*spent), *spent)
+    with pytest.raises(BudgetExceeded) as caught:
+        ledger.try_reserve(*worst, "UTF-8 bytes + framing", "max_tokens 32768")
+    assert str(caught.value) == line
+
+
 def test_the_token_budget_needs_no_price(tmp_path: Path) -> None:
     ledger = BudgetLedger.create(Limits(max_total_tokens=1000), tmp_path)
     ledger.settle(ledger.try_reserve(600, 0.0), 600, 0.0)

@@ -1,3 +1,4 @@
+# One concept, over 500 lines: the run's budget, the ledger its processes share and the sampler drawing on it
 """The run's budget (`--max-cost`, `--max-total-tokens`), checked before every request.
 
 Every process of the run (xdist workers, the judges of each) shares one ledger: a small
@@ -20,9 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
+import socket
 import tempfile
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +40,27 @@ from pytest_agenteval.models.cost.prompt_bound import BYTES, TOKEN_IDS, byte_bou
 
 WAIT_S = 0.05  # how often a request blocked only by others' reservations looks again
 LEDGER_NAME = "ledger.json"
+# Another machine's reservation unseen for longer than this is a crashed process's. A
+# process in flight refreshes its entry every lease / 4 (and at each reservation and
+# settling), and one HTTP attempt lasts at most --request-timeout: the lease is longer.
+LEASE_MARGIN_S = 60.0
+MIN_LEASE_S = 120.0
+SHOWN_HOLDERS = 3  # the holders a stuck reservation's error names
+
+
+def lease_for(request_timeout_s: float) -> float:
+    """The lease of a reservation: --request-timeout plus a minute, at least 2 minutes."""
+    return max(MIN_LEASE_S, float(request_timeout_s) + LEASE_MARGIN_S)
 
 
 class BudgetExceeded(SamplerError):
     """The next request could take the run past its budget: it was not sent. Its item is
     an error whose cause is `budget` (not a wrong answer)."""
+
+
+class LedgerError(SamplerError):
+    """A budget ledger that cannot serve (not a ledger, unreadable JSON, a reservation
+    that never frees room): one line naming the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -76,18 +97,21 @@ def _empty() -> dict[str, Any]:
         "spent_tokens": 0,
         "requests": 0,
         "refused": 0,
+        # "host/pid/start" -> {"tokens", "usd", "seen"}: each process's reservations in flight
         "reserved": {},
-        "runs": {},  # run id -> [usd, tokens, requests, refused]: each run's (shard's) own share
+        # run id -> {"usd", "tokens", "requests", "refused", "reservations"}: each run's
+        # (shard's) own share
+        "runs": {},
         "reservations": {},
     }
 
 
-def _run_entry(data: dict[str, Any], run: str) -> list[Any]:
-    return data.setdefault("runs", {}).setdefault(run, [0.0, 0, 0, 0])
-
-
-class LedgerError(Exception):
-    """A --budget-ledger file that cannot serve as the ledger: one line naming the fix."""
+def _run_entry(data: dict[str, Any], run: str) -> dict[str, Any]:
+    entry = data.setdefault("runs", {}).setdefault(run, {})
+    for name, zero in (("usd", 0.0), ("tokens", 0), ("requests", 0), ("refused", 0)):
+        entry.setdefault(name, zero)
+    entry.setdefault("reservations", {})
+    return entry
 
 
 def lock_problem(path: Path) -> str | None:
@@ -127,6 +151,55 @@ def lock_problem(path: Path) -> str | None:
     return None
 
 
+# -- who holds a reservation: machine, process id, process start ---------------------
+
+
+def _hostname() -> str:
+    return socket.gethostname()
+
+
+def _now() -> float:
+    return time.time()  # wall clock: the machines of a cluster share it (NTP), not monotonic time
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_namespace() -> str:
+    """This process's pid namespace (containers on one machine that share a hostname but
+    not their process ids), "" where /proc has none."""
+    try:
+        return os.readlink("/proc/self/ns/pid").removeprefix("pid:").strip("[]")
+    except OSError:
+        return ""
+
+
+def _machine() -> str:
+    """Where a process id means this process: the hostname and the pid namespace."""
+    namespace = _pid_namespace()
+    return f"{_hostname()}{'~' + namespace if namespace else ''}"
+
+
+def _start_time(pid: int) -> str:
+    """The process's start (clock ticks since boot, /proc/PID/stat field 22): a pid that
+    was reused by another process has another; "" where /proc does not say."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = text.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+@functools.lru_cache(maxsize=4)
+def _own_start(pid: int) -> str:
+    return _start_time(pid)
+
+
+def _me() -> str:
+    """This process's key in the ledger: machine/pid/start."""
+    pid = os.getpid()
+    return f"{_machine()}/{pid}/{_own_start(pid)}"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -134,78 +207,117 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError):
+        return False
     return True
 
 
 class BudgetLedger:
-    """The shared ledger file of one run (see the module's docstring)."""
+    """The shared ledger file of one run (see the module's docstring).
 
-    def __init__(self, path: Path, limits: Limits, run: str = "") -> None:
+    Each process's reservations in flight are kept under machine/pid/start with the time
+    it last touched them (`seen`, refreshed every lease / 4 while it holds any). An entry
+    is dropped as a crashed process's by a process of its own machine when the pid is
+    gone or now belongs to a process started at another time; by a process of another
+    machine, which cannot see its processes, when it was not seen for `lease_s`. A
+    request that finds no room for `wait_s` is a LedgerError naming what holds it."""
+
+    def __init__(
+        self,
+        path: Path,
+        limits: Limits,
+        run: str = "",
+        lease_s: float | None = None,
+        wait_s: float | None = None,
+    ) -> None:
         self.path = Path(path)
         self.limits = limits
         self.run = run  # this run's (shard's) id: its own share of a shared ledger
         self.shared_path: Path | None = None  # --budget-ledger: the file the shards share
+        self.lease_s = lease_for(600.0) if lease_s is None else float(lease_s)
+        self.wait_s = 2 * self.lease_s if wait_s is None else float(wait_s)
+        self._beat: tuple[int, threading.Thread] | None = None  # (pid, the refreshing thread)
+        self._beat_lock = threading.Lock()
+        self._closed = threading.Event()
 
     @classmethod
-    def shared(cls, path: Path, limits: Limits, run: str) -> BudgetLedger:
+    def shared(cls, path: Path, limits: Limits, run: str, lease_s: float | None = None) -> BudgetLedger:
         """`--budget-ledger FILE`: created if missing (empty), else checked to be a ledger;
         its storage must have working locks. LedgerError: one line naming the fix."""
         path = Path(path)
         where = f"--budget-ledger {path}"
+        if not path.parent.is_dir():
+            raise LedgerError(f"{where}: no folder {path.parent}; create it (on storage every shard sees)")
         try:
-            if not path.parent.is_dir():
-                raise LedgerError(
-                    f"{where}: no folder {path.parent}; create it (on storage every shard sees)"
-                )
-            try:
-                with path.open("x", encoding="utf-8") as handle:  # only one shard creates it
-                    handle.write(json.dumps(_empty()))
-            except FileExistsError:
-                text = path.read_text(encoding="utf-8")
-                try:
-                    data = json.loads(text) if text.strip() else _empty()
-                except ValueError:
-                    data = None
-                if not isinstance(data, dict) or "spent_usd" not in data:
-                    raise LedgerError(
-                        f"{where}: not a budget ledger; give a new file (it is created)"
-                    ) from None
+            problem = lock_problem(path)  # creates it (empty) if missing
         except OSError as exc:
             raise LedgerError(f"{where}: {exc.strerror or exc}; give a file shards can write") from None
-        problem = lock_problem(path)
         if problem is not None:
             raise LedgerError(
                 f"{where}: its storage has no working file locks ({problem}), so shards could spend the "
                 "same dollar twice; put it on storage with flock (NFS with locking, Lustre with "
                 "-o flock, a local disk for one machine)"
             )
-        ledger = cls(path, limits, run)
+        ledger = cls(path, limits, run, lease_s)
         ledger.shared_path = path
+
+        def check(data: dict[str, Any]) -> None:
+            if "spent_usd" not in data:
+                raise LedgerError(f"{where}: not a budget ledger; give a new file (it is created)")
+
+        try:
+            ledger._update(check)  # under the lock: never a shard's half-written file
+        except OSError as exc:
+            raise LedgerError(f"{where}: {exc.strerror or exc}; give a file shards can write") from None
         return ledger
 
     @classmethod
-    def create(cls, limits: Limits, directory: Path | None = None) -> BudgetLedger:
+    def create(
+        cls, limits: Limits, directory: Path | None = None, lease_s: float | None = None
+    ) -> BudgetLedger:
         """A fresh ledger in a new private folder (under $TMPDIR unless `directory`)."""
         folder = Path(tempfile.mkdtemp(prefix="agenteval-budget-", dir=directory))
         path = folder / LEDGER_NAME
         path.write_text(json.dumps(_empty()), encoding="utf-8")
-        return cls(path, limits)
+        return cls(path, limits, lease_s=lease_s)
 
-    def _update(self, change: Callable[[dict[str, Any]], Any]) -> Any:
-        """Read, change and write the ledger under an exclusive lock; `change`'s result."""
+    def _where(self) -> str:
+        return (
+            f"--budget-ledger {self.path}"
+            if self.shared_path is not None
+            else f"the budget ledger {self.path}"
+        )
+
+    def _update(self, change: Callable[[dict[str, Any]], Any], write: bool = True) -> Any:
+        """Read, change and write the ledger under an exclusive lock; `change`'s result.
+        The file is rewritten in place (the lock is on it: NFS revalidates a locked file's
+        data, not a renamed one's name), in one write."""
         import fcntl  # POSIX only: imported here so that the plugin imports without it
 
-        with self.path.open("r+", encoding="utf-8") as handle:
+        with self.path.open("r+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                text = handle.read()
-                data = json.loads(text) if text.strip() else _empty()
+                raw = handle.read()
+                if raw.strip():
+                    try:
+                        data = json.loads(raw)
+                    except ValueError:
+                        data = None
+                    if not isinstance(data, dict):
+                        raise LedgerError(
+                            f"{self._where()} is not JSON (a process killed while writing it?): remove it "
+                            "to start over, and lower the budget by what it had spent"
+                        )
+                else:
+                    data = _empty()
                 result = change(data)
-                # padded over the old text, never truncated: a truncate costs ~2 ms here
-                # (measured: benchmarks/budget_overhead.py), trailing blanks cost JSON nothing
-                handle.seek(0)
-                handle.write(json.dumps(data).ljust(len(text)))
-                handle.flush()
+                if write:
+                    # padded over the old text, never truncated: a truncate costs ~2 ms here
+                    # (measured: benchmarks/budget_overhead.py), trailing blanks cost JSON nothing
+                    text = json.dumps(data).encode().ljust(len(raw))
+                    done = 0
+                    while done < len(text):
+                        done += os.pwrite(handle.fileno(), text[done:], done)
                 return result
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -213,7 +325,8 @@ class BudgetLedger:
     def _over(self, data: Mapping[str, Any], tokens: int, usd: float, reserved: bool) -> str | None:
         """Which limit `tokens`/`usd` more would pass (with the reservations: `reserved`)."""
         held = data["reserved"].values() if reserved else ()
-        extra_tokens, extra_usd = sum(r[0] for r in held), sum(r[1] for r in held)
+        extra_tokens = sum(int(r.get("tokens", 0)) for r in held)
+        extra_usd = sum(float(r.get("usd", 0.0)) for r in held)
         limit_usd, limit_tokens = self.limits.max_cost_usd, self.limits.max_total_tokens
         if limit_usd is not None and data["spent_usd"] + extra_usd + usd > limit_usd + 1e-12:
             return "cost"
@@ -221,60 +334,160 @@ class BudgetLedger:
             return "tokens"
         return None
 
-    def try_reserve(self, tokens: int, usd: float, method: str | None = None) -> Reservation | None:
-        """A reservation, or None when other requests' reservations must settle first.
-        Raises BudgetExceeded when the request cannot fit even then. The ledger keeps one
-        sum of reservations per process, so its file stays a few lines long."""
-        me = str(os.getpid())
+    def _gone(self, key: str, entry: Any, me: str, machine: str, now: float) -> bool:
+        """Whether another process's entry is a crashed one's (the class's docstring)."""
+        if key == me:
+            return False
+        parts = key.rsplit("/", 2)
+        if not isinstance(entry, dict) or len(parts) != 3 or not parts[1].isdigit():
+            return True  # not this version's entry
+        where, pid, start = parts[0], int(parts[1]), parts[2]
+        if where == machine:
+            if not _alive(pid):
+                return True
+            now_start = _start_time(pid)
+            return bool(start and now_start and now_start != start)  # the pid was reused
+        return now - float(entry.get("seen", 0.0)) > self.lease_s
 
-        def change(data: dict[str, Any]) -> str | None:
-            reserved = data["reserved"]
-            for pid in [p for p in reserved if p != me and not _alive(int(p))]:
-                del reserved[pid]  # a crashed process's reservations never settle
+    def _clean(self, data: dict[str, Any], me: str) -> None:
+        reserved = data["reserved"]
+        machine, now = me.rsplit("/", 2)[0], _now()
+        for key in [k for k, entry in reserved.items() if self._gone(k, entry, me, machine, now)]:
+            del reserved[key]
+        if me in reserved:
+            reserved[me]["seen"] = now
+
+    def try_reserve(
+        self, tokens: int, usd: float, method: str | None = None, why: str = ""
+    ) -> Reservation | None:
+        """A reservation, or None when other requests' reservations must settle first.
+        Raises BudgetExceeded when the request cannot fit even then (`why`: what makes its
+        worst case, `max_tokens 32768`, for the message). The ledger keeps one sum of reservations per
+        process, so its file stays a few lines long."""
+        me = _me()
+
+        def change(data: dict[str, Any]) -> tuple[str, float, int] | str | None:
+            self._clean(data, me)
             refused = self._over(data, tokens, usd, reserved=False)
             if refused is not None:
                 data["refused"] += 1
-                _run_entry(data, self.run)[3] += 1
-                return refused
+                _run_entry(data, self.run)["refused"] += 1
+                return refused, float(data["spent_usd"]), int(data["spent_tokens"])
             if self._over(data, tokens, usd, reserved=True) is not None:
                 return "wait"
-            held = reserved.setdefault(me, [0, 0.0])
-            held[0], held[1] = held[0] + tokens, held[1] + usd
+            held = data["reserved"].setdefault(me, {"tokens": 0, "usd": 0.0, "seen": _now()})
+            held["tokens"], held["usd"] = held["tokens"] + tokens, held["usd"] + usd
             if method:
-                methods = data.setdefault("reservations", {})
-                methods[method] = methods.get(method, 0) + 1
+                for methods in (
+                    data.setdefault("reservations", {}),
+                    _run_entry(data, self.run)["reservations"],
+                ):
+                    methods[method] = methods.get(method, 0) + 1
             return None
 
         result = self._update(change)
         if result == "wait":
             return None
         if result is not None:
-            raise BudgetExceeded(self._refusal(result, tokens, usd))
+            raise BudgetExceeded(self._refusal(*result, tokens=tokens, usd=usd, why=why))
+        self._keep_seen()
         return Reservation(tokens, usd)
 
-    def _refusal(self, which: str, tokens: int, usd: float) -> str:
-        """One short line (an item's error; the summary line says how to go on)."""
-        state = self.state()
+    def _refusal(
+        self, which: str, spent_usd: float, spent_tokens: int, tokens: int, usd: float, why: str
+    ) -> str:
+        """One short line (an item's error; the summary line says how to go on): the budget
+        reached where at least half of it is spent and this request would fit a whole one;
+        otherwise this request's worst case against what is left, and what to change."""
         if which == "cost":
-            limit = format_usd(self.limits.max_cost_usd)
-            return f"not sent: budget {limit} reached ({format_usd(state.spent_usd)} spent)"
-        return f"not sent: budget {self.limits.max_total_tokens} tokens reached ({state.spent_tokens} spent)"
+            limit = float(self.limits.max_cost_usd or 0.0)
+            spent, worst, money = spent_usd, usd, format_usd
+            flag = "--max-cost"
+        else:
+            limit = float(self.limits.max_total_tokens or 0)
+            spent, worst, money = float(spent_tokens), float(tokens), lambda v: f"{int(v)} tokens"
+            flag = "--max-total-tokens"
+        if worst <= limit and spent >= limit / 2:
+            used = money(spent) if which == "cost" else str(int(spent))
+            return f"not sent: budget {money(limit)} reached ({used} spent)"
+        left = max(0.0, limit - spent)
+        why = f" ({why})" if why else ""
+        return (
+            f"not sent: its worst case {money(worst)}{why} exceeds the {money(left)} left of {flag} "
+            f"{format_usd(limit) if which == 'cost' else int(limit)}: lower --max-tokens or raise {flag}"
+        )
 
-    async def reserve(self, tokens: int, usd: float, method: str | None = None) -> Reservation:
+    async def reserve(self, tokens: int, usd: float, method: str | None = None, why: str = "") -> Reservation:
+        """`try_reserve`, waiting while others' reservations stand in the way, for at most
+        `wait_s`: then a LedgerError naming the ledger and what holds it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_s
         while True:
-            reservation = self.try_reserve(tokens, usd, method)
+            reservation = self.try_reserve(tokens, usd, method, why)
             if reservation is not None:
                 return reservation
+            if loop.time() >= deadline:
+                raise LedgerError(self._stuck())
             await asyncio.sleep(WAIT_S)
 
-    @staticmethod
-    def _drop(data: dict[str, Any], reservation: Reservation) -> None:
-        me = str(os.getpid())
+    def _stuck(self) -> str:
+        data = self._update(lambda data: data, write=False)
+        now, me = _now(), _me()
+        holders = []
+        for key, entry in sorted(
+            data.get("reserved", {}).items(), key=lambda kv: -float(kv[1].get("usd", 0))
+        ):
+            where, pid, _ = key.rsplit("/", 2)
+            host = "this process" if key == me else f"{where.split('~')[0]} pid {pid}"
+            holders.append(
+                f"{host} ({int(entry.get('tokens', 0))} tokens, {format_usd(float(entry.get('usd', 0.0)))}, "
+                f"seen {max(0.0, now - float(entry.get('seen', now))):.0f} s ago)"
+            )
+        more = len(holders) - SHOWN_HOLDERS
+        named = ", ".join(holders[:SHOWN_HOLDERS]) + (f" and {more} more" if more > 0 else "")
+        return (
+            f"not sent: waited {self.wait_s:g} s for room in {self._where()}, held by {named or 'nothing'}; "
+            f"a crashed process's reservation is dropped {self.lease_s:g} s after it was last seen "
+            "(--request-timeout + 60 s): check those processes"
+        )
+
+    def _keep_seen(self) -> None:
+        """Refresh this process's `seen` every lease / 4 while it holds a reservation (a
+        thread: an attempt in flight touches the ledger only when it ends)."""
+        pid = os.getpid()
+        with self._beat_lock:
+            if self._beat is not None and self._beat[0] == pid:
+                return
+            thread = threading.Thread(target=self._beat_loop, name="agenteval-ledger-seen", daemon=True)
+            self._beat = (pid, thread)
+            thread.start()
+
+    def _beat_loop(self) -> None:
+        me = _me()
+
+        def refresh(data: dict[str, Any]) -> None:
+            if me in data["reserved"]:
+                data["reserved"][me]["seen"] = _now()
+
+        while not self._closed.wait(self.lease_s / 4):
+            try:
+                self._update(refresh)
+            except (OSError, LedgerError):
+                return
+
+    def close(self) -> None:
+        """Stop refreshing this process's entry (the run is over)."""
+        self._closed.set()
+
+    def _drop(self, data: dict[str, Any], reservation: Reservation) -> None:
+        me = _me()
         held = data["reserved"].get(me)
-        if held is None:
+        if not isinstance(held, dict):
             return
-        held[0], held[1] = held[0] - reservation.tokens, round(held[1] - reservation.usd, 12)
-        if held[0] <= 0:
+        held["tokens"] -= reservation.tokens
+        held["usd"] = round(held["usd"] - reservation.usd, 12)
+        held["seen"] = _now()
+        if held["tokens"] <= 0:
             del data["reserved"][me]
 
     def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
@@ -286,7 +499,8 @@ class BudgetLedger:
             data["spent_usd"] = round(data["spent_usd"] + usd, 9)
             data["requests"] += 1
             own = _run_entry(data, self.run)
-            own[0], own[1], own[2] = round(own[0] + usd, 9), own[1] + int(tokens), own[2] + 1
+            own["usd"], own["tokens"] = round(own["usd"] + usd, 9), own["tokens"] + int(tokens)
+            own["requests"] += 1
 
         self._update(change)
 
@@ -300,11 +514,11 @@ class BudgetLedger:
         self._update(lambda data: self._drop(data, reservation))
 
     def _read(self) -> dict[str, Any]:
+        """The ledger as it stands, read under the lock ({} where it cannot be read)."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError):
-            data = {}
-        return data if isinstance(data, dict) else {}
+            return self._update(lambda data: data, write=False)
+        except (OSError, LedgerError):
+            return {}
 
     def state(self) -> LedgerState:
         """The ledger's totals: every run (shard) that drew on it."""
@@ -318,19 +532,29 @@ class BudgetLedger:
         )
 
     def run_state(self) -> LedgerState:
-        """This run's (shard's) own share of the ledger."""
+        """This run's (shard's) own share of the ledger, its prompt reservations included."""
         data = self._read()
-        usd, tokens, requests, refused = (data.get("runs") or {}).get(self.run, [0.0, 0, 0, 0])
+        own = (data.get("runs") or {}).get(self.run) or {}
         return LedgerState(
-            float(usd), int(tokens), int(requests), int(refused), dict(data.get("reservations") or {})
+            float(own.get("usd", 0.0)),
+            int(own.get("tokens", 0)),
+            int(own.get("requests", 0)),
+            int(own.get("refused", 0)),
+            dict(own.get("reservations") or {}),
         )
 
     def remove(self) -> None:
+        self.close()
         for path in (self.path, self.path.parent):
             try:
                 path.unlink() if path.is_file() else path.rmdir()
             except OSError:
                 pass
+
+
+def worst_case_why(max_tokens: int, samples: int) -> str:
+    """What makes a request's worst case, for a refusal: `max_tokens 32768`, `4 x max_tokens 512`."""
+    return f"max_tokens {max_tokens}" if samples == 1 else f"{samples} x max_tokens {max_tokens}"
 
 
 def usage_of(completions: Sequence[Completion]) -> tuple[int, int, int]:
@@ -373,7 +597,12 @@ class BudgetedSampler:
         return self.price.cost(prompt, completion, cached) if self.price is not None else 0.0
 
     async def _guarded(
-        self, prompt: int, completion: int, send: Callable[[], Awaitable[Any]], method: str = BYTES
+        self,
+        prompt: int,
+        completion: int,
+        send: Callable[[], Awaitable[Any]],
+        method: str = BYTES,
+        why: str = "",
     ) -> Any:
         if self.metered:
             token = METER.set(self.meter)
@@ -381,11 +610,13 @@ class BudgetedSampler:
                 return await send()
             finally:
                 METER.reset(token)
-        reservation = await self.ledger.reserve(prompt + completion, self._usd(prompt, completion), method)
+        reservation = await self.ledger.reserve(
+            prompt + completion, self._usd(prompt, completion), method, why
+        )
         try:
             result = await send()
         except BaseException:
-            self.ledger.release(reservation)  # an in-process model: nothing billed
+            self.ledger.release(reservation)  # an in-process model (llama, transformers): nothing billed
             raise
         completions = result if isinstance(result, list) else [result]
         used_prompt, used_completion, cached = usage_of(completions)
@@ -406,6 +637,7 @@ class BudgetedSampler:
             0 if self.metered else byte_bound(messages, tools),
             params.max_tokens,
             lambda: self.inner.complete(messages, params, tools, **extra),
+            why=worst_case_why(params.max_tokens, 1),
         )
 
     async def complete_n(
@@ -415,11 +647,16 @@ class BudgetedSampler:
             0 if self.metered else byte_bound(messages),
             n * params.max_tokens,
             lambda: self.inner.complete_n(messages, params, n),
+            why=worst_case_why(params.max_tokens, n),
         )
 
     async def complete_tokens(self, prompt: Sequence[int], params: SamplingParams) -> Completion:
         return await self._guarded(
-            len(prompt) + 1, params.max_tokens, lambda: self.inner.complete_tokens(prompt, params), TOKEN_IDS
+            len(prompt) + 1,
+            params.max_tokens,
+            lambda: self.inner.complete_tokens(prompt, params),
+            TOKEN_IDS,
+            worst_case_why(params.max_tokens, 1),
         )
 
 

@@ -60,9 +60,13 @@ class AttemptMeter:
         sample it asks for. Waits while only others' reservations stand in the way;
         BudgetExceeded (not sent) when the spending and this worst case pass the budget."""
         samples = int(body.get("n") or 1)
-        completion = samples * int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+        completion = samples * max_tokens
         return await self.ledger.reserve(
-            prompt.tokens + completion, self._usd(prompt.tokens, completion), prompt.method
+            prompt.tokens + completion,
+            self._usd(prompt.tokens, completion),
+            prompt.method,
+            f"max_tokens {max_tokens}" if samples == 1 else f"{samples} x max_tokens {max_tokens}",
         )
 
     def answered(self, hold: Any, usage: Any) -> None:
