@@ -426,6 +426,38 @@ async def test_a_request_is_sent_again_once_at_most() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["FIN", "RST"])
+async def test_a_kept_alive_connection_lost_after_the_server_worked_on_the_request_is_not_sent_again(
+    how: str,
+) -> None:
+    """The server spent a generation on the request (and billed it) before the connection
+    went: the failure is the sampler's, which settles that attempt and reserves the next
+    (before: sent again silently, inside the first attempt's reservation)."""
+    generated = asyncio.Event()
+
+    async def reply(reader, writer, request) -> bool:
+        if request["index"] == 0:
+            writer.write(OK)
+            await writer.drain()
+            return True
+        await asyncio.sleep(0.3)  # generating: past STALE_WINDOW_S (0.1 s)
+        generated.set()
+        hang_up(writer, how)
+        return False
+
+    async with Scripted(reply) as server:
+        client = HttpClient()
+        async with await client.post(server.url, {}, {}, timeout=5) as r:
+            assert await r.read() == OK_JSON
+        with pytest.raises(HttpError, match="before answering|connection lost"):
+            await client.post(server.url, {}, {}, timeout=5)
+        await client.close()
+    assert generated.is_set()
+    assert [(r["connection"], r["index"]) for r in server.requests] == [(1, 0), (1, 1)]
+    assert client.counts["stale_connection_retries"] == 0
+
+
+@pytest.mark.asyncio
 async def test_a_new_connection_closed_before_answering_is_not_sent_again() -> None:
     """On a connection of its own the request surely reached the server: the sampler
     decides (and counts) what to do with the failure."""

@@ -76,3 +76,37 @@ def test_a_429_before_any_body_is_released(tmp_path: Path) -> None:
     assert [r["outcome"] for r in requests] == ["429", "ok"]
     assert state.spent_tokens == completion.prompt_tokens + (completion.completion_tokens or 0)
     assert state.requests == 1
+
+
+def _second_prompt_reset_once(context: FaultContext) -> str | None:
+    text = str(context.body["messages"][-1]["content"])
+    return "reset" if context.attempt == 0 and text.startswith("Second") else None
+
+
+def test_a_kept_alive_connection_lost_after_generation_is_an_attempt_of_its_own(tmp_path: Path) -> None:
+    """The server generated the second request's reply (and billed it) on the kept-alive
+    connection, then the connection went: before, the client sent it again silently inside
+    the one reservation (3 generations billed, 2 attempts settled)."""
+    config = ServerConfig(
+        answer="It is \\boxed{42}.", billing=True, latency_ms=250, fault_plan=_second_prompt_reset_once
+    )
+
+    async def two_requests():
+        async with AsyncOpenAITestServer(config) as server:
+            sampler = OpenAISampler(
+                [server.url], "mock-model", stream=False, retry=RetryPolicy(base_delay_s=0.0)
+            )
+            ledger = BudgetLedger.create(Limits(max_total_tokens=100_000), tmp_path)
+            budgeted = BudgetedSampler(sampler, ledger, None)
+            try:
+                for prompt in ("First: what is 6 x 7?", "Second: what is 6 x 8?"):
+                    await budgeted.complete([{"role": "user", "content": prompt}], PARAMS)
+            finally:
+                await sampler.aclose()
+            return server.requests, server.billed, ledger.state(), sampler.stats()
+
+    requests, billed, state, stats = asyncio.run(two_requests())
+    assert [r["outcome"] for r in requests] == ["ok", "reset", "ok"]
+    assert state.requests == billed["generations"] == 3
+    assert state.spent_tokens >= billed["prompt_tokens"] + billed["completion_tokens"]
+    assert stats.get("stale_connection_retries", 0) == 0 and stats["retry_connection"] == 1

@@ -10,9 +10,11 @@ the body, and errors the sampler's retry taxonomy understands.
   by `ssl.create_default_context` when the first https request is made.
 - Keep-alive: an idle pooled connection lives KEEPALIVE_S, under the 5 s after which
   uvicorn (vLLM, SGLang, llama-cpp-python) closes it; a request sent as the server's FIN
-  crosses it would fail. One that fails anyway on a reused connection before its reply
-  began is sent once more on another (`counts["stale_connection_retries"]`), before the
-  sampler sees a failure.
+  crosses it would fail. One that fails anyway on a reused connection before any byte of
+  its reply, within STALE_WINDOW_S of its headers going out (a closed socket answers at
+  once), is sent once more on another (`counts["stale_connection_retries"]`), before the
+  sampler sees a failure. A later failure is the sampler's: the server may have spent a
+  whole generation on the request (and billed it), so the budget settles that attempt.
 - Errors: HttpError (an OSError) when the connection failed or the reply is broken,
   IdleTimeout after `idle` silent seconds, asyncio.TimeoutError at the request's deadline,
   InvalidRequest when aiohttp refuses to send the request as given. No message names a
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
     import aiohttp
 
 KEEPALIVE_S = 4.0  # below uvicorn's timeout_keep_alive (5 s)
+# A stale pooled connection fails one round trip after the request is written; a failure
+# later than this may have come after the server generated the reply.
+STALE_WINDOW_S = 0.1
 MAX_BODY = 64 * 1024 * 1024  # a reply past this is not a chat completion
 MAX_LINE = 2 * 1024 * 1024  # a streamed line (one chunk can be a whole tool call)
 READ_BUFSIZE = 2**16  # aiohttp's read-ahead: reading pauses at twice this unread
@@ -208,6 +213,10 @@ async def _on_reused_connection(session: Any, context: SimpleNamespace, params: 
     context.trace_request_ctx.reused = True
 
 
+async def _on_headers_sent(session: Any, context: SimpleNamespace, params: Any) -> None:
+    context.trace_request_ctx.sent_at = asyncio.get_running_loop().time()
+
+
 class HttpClient:
     """One aiohttp session (and its pool of kept-alive connections) for the event loop in
     use; `close()` it on that loop."""
@@ -228,6 +237,7 @@ class HttpClient:
             aiohttp = _aiohttp()
             tracing = aiohttp.TraceConfig()
             tracing.on_connection_reuseconn.append(_on_reused_connection)
+            tracing.on_request_headers_sent.append(_on_headers_sent)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
                 trust_env=False,  # the proxy comes from _proxy_for, once per origin
@@ -313,7 +323,7 @@ class HttpClient:
             left = deadline - loop.time()
             if left <= 0:
                 raise asyncio.TimeoutError
-            trace = SimpleNamespace(reused=False)
+            trace = SimpleNamespace(reused=False, sent_at=None)
             try:
                 raw = await session.request(
                     method,
@@ -329,7 +339,8 @@ class HttpClient:
                 )
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 stale = trace.reused and not isinstance(exc, aiohttp.ClientConnectorError)
-                if stale and attempt == 1:  # the server closed it as the request went out
+                at_once = trace.sent_at is None or loop.time() - trace.sent_at <= STALE_WINDOW_S
+                if stale and at_once and attempt == 1:  # the server closed it as the request went out
                     self.counts["stale_connection_retries"] += 1
                     continue
                 _reraise(exc, secrets, "before answering")
