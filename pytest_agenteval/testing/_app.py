@@ -373,6 +373,9 @@ class ServerCore:
             )
         elif kind == "503":
             resp = openai_error(503, "The server is overloaded (injected fault).", "server_error")
+        elif kind in ("502", "504"):  # a gateway's: the model behind it generated, its reply was lost
+            self._bill_unseen(body, rec)
+            resp = openai_error(int(kind), "The upstream server failed (injected fault).", "server_error")
         else:
             resp = openai_error(500, "The server had an error (injected fault).", "server_error")
         await self._send(request, resp, rec)

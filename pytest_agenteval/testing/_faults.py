@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-FAULT_KINDS = ("429", "500", "503", "reset", "stall", "truncated", "stall_stream")
+FAULT_KINDS = ("429", "500", "502", "503", "504", "reset", "stall", "truncated", "stall_stream")
 # ``stall`` (silent before any byte) and ``stall_stream`` (a streamed reply that goes
 # silent after its first event) are left out of the default mix: they only make sense
 # with a client timeout.

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from pytest_agenteval.api.sampler import SamplingParams
 from pytest_agenteval.models.backends.openai import OpenAISampler
 from pytest_agenteval.models.cost.budget import BudgetedSampler, BudgetLedger, Limits
@@ -110,3 +112,27 @@ def test_a_kept_alive_connection_lost_after_generation_is_an_attempt_of_its_own(
     assert state.requests == billed["generations"] == 3
     assert state.spent_tokens >= billed["prompt_tokens"] + billed["completion_tokens"]
     assert stats.get("stale_connection_retries", 0) == 0 and stats["retry_connection"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "settled"),
+    [
+        ("429", 1),  # turned away before generating: released
+        ("503", 1),
+        ("500", 2),  # may come after the model generated: settled at its worst case
+        ("502", 2),  # a gateway's, after the model behind it generated (the billing server bills it)
+        ("504", 2),
+    ],
+)
+def test_which_error_statuses_are_billed(tmp_path: Path, fault: str, settled: int) -> None:
+    """Before: every 5xx was released as not billed."""
+
+    def first_fails(context: FaultContext) -> str | None:
+        return fault if context.attempt == 0 else None
+
+    config = ServerConfig(answer="It is \\boxed{42}.", billing=True, fault_plan=first_fails, retry_after="0")
+    (completion,), requests, state = asyncio.run(_complete_n(tmp_path, config, 1, stream=False))
+    assert [r["outcome"] for r in requests] == [fault, "ok"]
+    assert state.requests == settled
+    used = completion.prompt_tokens + (completion.completion_tokens or 0)
+    assert state.spent_tokens == used if settled == 1 else state.spent_tokens >= used + PARAMS.max_tokens

@@ -42,6 +42,9 @@ from pytest_agenteval.models.tokens.template import ChatTokenizer
 UNHEALTHY = frozenset({"connection", "timeout", "stall", "deadline", "bad_json", "truncated"})
 STALLS = ("stall", "deadline", "timeout")  # idle stream, max_tokens deadline, --request-timeout
 STALL_NAMES = {"stall": "idle", "deadline": "deadline", "timeout": "request_timeout"}
+# Statuses that turn a request away before the model generates (rate limit, overload): the
+# budget releases such an attempt; any other 5xx is settled at its worst case (meter.py).
+UNBILLED_STATUS = frozenset({429, 503, 529})
 
 
 class OpenAISampler:
@@ -418,8 +421,10 @@ class OpenAISampler:
         if status in FATAL_STATUS:
             self._counts[f"fatal_{status}"] += 1
             raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
-        if status in RETRYABLE_STATUS or status >= 500:  # a status before any body: not billed
-            raise Retryable(str(status), retry_after, sent=False)
+        if status in RETRYABLE_STATUS or status >= 500:
+            # 429, 503, 529 and the 4xx say the request was turned away before any generation:
+            # not billed; a 500, 502, 504 (a gateway's) may come after the model generated
+            raise Retryable(str(status), retry_after, sent=status not in UNBILLED_STATUS and status >= 500)
         if status >= 400:
             raise FatalRequestError(f"{url}: HTTP {status}: {error_message(raw)}")
         try:

@@ -9,7 +9,9 @@ is sent and settled after, so that the ledger counts what the provider bills.
   settled at its reservation, the worst case: a provider bills the tokens it generated
   for a client that gave up on them.
 - Only an attempt that provably never reached the server's generation is released: a
-  refused connection, a 429 or 5xx status before any body, a 4xx refusal.
+  refused connection, a 429, 503 or 529 status or a reply saying the server is
+  overloaded, a 4xx refusal. A 500, 502, 504 or any other 5xx is settled at its worst
+  case: a gateway's 502 or 504 often comes after the model behind it generated.
 
 The hook travels in a context variable: `BudgetedSampler` sets it around a call, the
 HTTP sampler (models/backends/openai.py) reads it at each attempt. A sampler that has no
