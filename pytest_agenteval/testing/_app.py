@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import json
@@ -15,7 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from pytest_agenteval.testing._batch import BatchService
-from pytest_agenteval.testing._billing import Billing, bill_ids
+from pytest_agenteval.testing._billing import UNBILLED_FAULTS, Billing, bill_ids
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._faults import FaultInjector, unit_draw
 from pytest_agenteval.testing._overflow import request_overflow
@@ -285,15 +286,21 @@ class ServerCore:
         fault = self.injector.decide(rec.key, rec.attempt, rec.endpoint, body)
         if fault == "stall_stream" and not (wants_stream(body) and self.config.support_stream):
             fault = "stall"  # nothing streams: the same silence, before any byte
-        if fault == "stall":
-            rec.outcome = "stall"  # logged as such even if the client gives up meanwhile
-            await asyncio.sleep(self.config.stall_s)
-            if self.config.stall_then == "close":
-                self._bill_unseen(body, rec)
-                return self._reset_connection(request, rec)
-            fault = None
-        else:
-            await asyncio.sleep(self._delay_s(rec))
+        try:  # the model generates meanwhile (the latency, a stall)
+            if fault == "stall":
+                rec.outcome = "stall"  # logged as such even if the client gives up meanwhile
+                await asyncio.sleep(self.config.stall_s)
+                if self.config.stall_then == "close":
+                    self._bill_unseen(body, rec)
+                    return self._reset_connection(request, rec)
+                fault = None
+            else:
+                await asyncio.sleep(self._delay_s(rec))
+        except asyncio.CancelledError:  # the client hung up (its timeout): it is billed all the same
+            if fault not in UNBILLED_FAULTS:
+                with contextlib.suppress(Exception):
+                    self._bill_unseen(body, rec)
+            raise
         if fault == "stall_stream":
             rec.outcome = fault
             return await self._respond(request, body, rec)

@@ -2,7 +2,9 @@
 from the server's own tokenizer, not from 4 characters a token, and every token it
 generates is counted (`server.billed`), whether or not the client ever read the reply: a
 reply cut short, a reset after the request arrived, a stall the client gave up on, a
-client that hung up. A 429 or 5xx status, a refused or invalid request, bills nothing.
+client that hung up during the latency (its timeout: billed as the handler is cancelled),
+a gateway's 502 or 504. A 429, 500 or 503 status, a refused or invalid request, bills
+nothing.
 
 The tokenizer is a stand-in for a byte-level BPE: a ChatML special token is 1, a run of
 ASCII letters is one token per 3 letters, any other ASCII character (digit, space,
@@ -21,6 +23,7 @@ from typing import Any
 from pytest_agenteval.testing._responders import content_text
 
 SPECIAL = ("<|im_start|>", "<|im_end|>")
+UNBILLED_FAULTS = frozenset({"429", "500", "503"})  # turned away before the model generates
 _PIECES = re.compile(r"<\|im_start\|>|<\|im_end\|>|[A-Za-z]{1,3}|[\x00-\x7f]|[^\x00-\x7f]")
 
 

@@ -78,6 +78,32 @@ def test_replies_cut_short_after_generation_then_retried(run_suite, pytester, pr
     assert summary["budget"]["spent_usd"] >= spent  # the cut ones at their worst case
 
 
+def _one_in_five_stalls(context: FaultContext) -> str | None:
+    """20% of the requests: the first attempt stalls until the client times out and hangs up."""
+    return "stall" if context.attempt == 0 and int(context.key[:8], 16) % 5 == 0 else None
+
+
+def test_requests_the_client_timed_out_on_then_retried(run_suite, pytester, prices: Path) -> None:
+    """The server generates while the client waits, and bills it when the client hangs up
+    (before: a handler cancelled by the hang-up billed nothing, so no timeout was covered)."""
+    data = write_jsonl(pytester.path / "p.jsonl", PROBLEMS)
+    budget = 0.003
+    config = ServerConfig(answer=ANSWER, billing=True, fault_plan=_one_in_five_stalls, stall_s=30.0)
+    with OpenAITestServer(config) as server:
+        summary = _run(
+            run_suite, server, data, "--model-name=mock-model", f"--prices={prices}", "--val-n=2",
+            f"--max-cost={budget}", "--request-timeout=0.4",
+        )  # fmt: skip
+        stalled = sum(r["outcome"] == "stall" for r in server.requests)
+        generations = server.billed["generations"]
+        spent = _billed_usd(server)
+        sent = len(server.requests)
+    assert stalled > 0 and generations == sent  # each request billed, the timed-out ones too
+    assert spent <= budget and summary["budget"]["stopped"] is True
+    assert summary["budget"]["spent_usd"] >= spent  # the timed-out ones at their worst case
+    assert summary["backend"]["retry_timeout"] == stalled
+
+
 def test_non_ascii_prompts_under_a_token_budget(run_suite, pytester) -> None:
     data = write_jsonl(pytester.path / "p.jsonl", NON_ASCII)
     limit = 12_000
