@@ -25,6 +25,7 @@ from typing import Any
 
 from pytest_agenteval.api.sampler import (
     Completion,
+    ContextOverflowError,
     FatalRequestError,
     Message,
     ModelIdentity,
@@ -32,6 +33,8 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     request_priority,
 )
+from pytest_agenteval.models.cost.meter import current_meter
+from pytest_agenteval.models.cost.prompt_bound import TOKEN_IDS, PromptBound
 from pytest_agenteval.models.http.overflow import context_overflow
 from pytest_agenteval.models.http.retry import RetryPolicy
 from pytest_agenteval.models.http.slots import PrioritySlots
@@ -123,6 +126,7 @@ class SdkSampler:
     native_tools = False
     token_io = True  # complete_tokens: TokenConversation continues from the sampled ids
     supports_n = True  # complete_n: one request with num_samples = n
+    meters_attempts = True  # under a budget, each sample call is reserved and settled here
 
     def __init__(self, adapter: Any, settings: Any, concurrency: int, home: Path | None = None) -> None:
         self.adapter = adapter
@@ -200,23 +204,41 @@ class SdkSampler:
         assert self._slots is not None
         started = time.monotonic()
         attempt = 0
+        meter = current_meter()  # the budget's (models/cost/meter.py): every attempt settled
+        bound = PromptBound(len(prompt), TOKEN_IDS)  # rendered here: the ids are the prompt
         while True:
             attempt += 1
-            async with self._slots.slot(request_priority.get()):
-                self._counts["requests"] += 1
-                self._in_flight += 1
-                try:
-                    sequences = await asyncio.wait_for(
-                        self.adapter.sample(session, prompt, params, n), self.request_timeout_s
-                    )
-                    self._counts["ok"] += 1
-                    break
-                except asyncio.TimeoutError:
-                    cause = "stall"
-                except Exception as exc:  # noqa: BLE001 - the SDK gave up after its own retries
-                    raise self._failure(exc) from None
-                finally:
-                    self._in_flight -= 1
+            body = {"n": n, "max_tokens": params.max_tokens}
+            hold = await meter.reserve(bound, body) if meter is not None else None
+            try:
+                async with self._slots.slot(request_priority.get()):
+                    self._counts["requests"] += 1
+                    self._in_flight += 1
+                    try:
+                        sequences = await asyncio.wait_for(
+                            self.adapter.sample(session, prompt, params, n), self.request_timeout_s
+                        )
+                        self._counts["ok"] += 1
+                        if meter is not None:
+                            completion = sum(len(tokens) for tokens, _ in sequences)
+                            meter.answered(
+                                hold, {"prompt_tokens": len(prompt), "completion_tokens": completion}
+                            )
+                            hold = None
+                        break
+                    except asyncio.TimeoutError:
+                        cause = "stall"  # sent, maybe generated: settled at its worst case below
+                    except Exception as exc:  # noqa: BLE001 - the SDK gave up after its own retries
+                        failure = self._failure(exc)
+                        if meter is not None and self._turned_away(exc, failure):
+                            meter.unsent(hold)  # refused before any generation: nothing billed
+                            hold = None
+                        raise failure from None
+                    finally:
+                        self._in_flight -= 1
+            finally:
+                if meter is not None and hold is not None:  # no usage came back: maybe billed
+                    meter.maybe_billed(hold)
             wait = self.retry.delay(attempt, None, self._rng)
             if not self.retry.should_retry(attempt, started, wait):
                 self._counts[f"gave_up_{cause}"] += 1
@@ -244,6 +266,15 @@ class SdkSampler:
             )
             for index, (tokens, reason) in enumerate(sequences)
         ]
+
+    def _turned_away(self, exc: BaseException, failure: SamplerError) -> bool:
+        """The SDK's last try was refused before the model generated: a 4xx refusal, a
+        prompt over the context, a rate limit or an overload (429, 503, 529). Any other
+        failure (a 5xx, a connection lost, the SDK's own retries given up) may have been
+        billed: the budget settles it at its worst case."""
+        status = int(getattr(exc, "status_code", 0) or 0)
+        refused = isinstance(failure, (FatalRequestError, ContextOverflowError))
+        return refused or status in (429, 503, 529) or 400 <= status < 500
 
     def _failure(self, exc: BaseException) -> SamplerError:
         message = self.adapter.describe(exc)
