@@ -68,9 +68,10 @@ OPTIONS: tuple[Option, ...] = group(
             "sequential",
             "--agenteval-sequential",
             False,
-            "draw generations one at a time (a problem at random, a fresh sample) and stop as soon "
+            "draw generations one at a time (a problem at random, its next sample) and stop as soon "
             "as every gate is decided by its anytime-valid interval; every gate needs a level "
-            '("@ 0.95" or --agenteval-gate-confidence); the budget is N x problems draws',
+            '("@ 0.95" or --agenteval-gate-confidence); the budget is N x problems draws; a sweep\'s '
+            "paired gate draws the same (problem, sample) for both models",
             bool,
         ),
         Option(
