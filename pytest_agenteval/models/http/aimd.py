@@ -2,8 +2,8 @@
 adaptive connections and TCP's congestion control:
 
 - slow start: the limit starts low and doubles after each window of successes as large
-  as the limit, until the first 429 or overload reply, which halves it (back to the last
-  limit a whole window succeeded at);
+  as the limit, until the first 429 or overload reply, which halves it (rounded down,
+  never below 1: a 429 at the starting 4 gives 2);
 - then additive increase, multiplicative decrease: +1 after each window of successes,
   and on each overload a cut to 9/10 (a sawtooth between 9/10 of the endpoint's limit and
   one over it serves about 95 % of what a fixed limit equal to it serves; a halving
