@@ -43,7 +43,8 @@ pytest_plugins = ["pytester"]
 # again, about 0.6 s of CPU a run.
 
 # How this project's own tests share the xdist workers (README: `python -m pytest -n 2`).
-# A module's tests go to one worker (xdist's loadscope): its module and session fixtures (a
+# A run of folders (the whole suite, `tests/core`) sends a module's tests to one worker
+# (xdist's loadscope; a run of named files keeps xdist's load): its module and session fixtures (a
 # launched server, a model loaded, the runs several tests assert on) are built once, not once
 # on each worker as `load` did when it split a module. The folders whose modules run longest
 # go first (longest jobs first: the least time with one worker idle at the end).
@@ -65,6 +66,8 @@ HEAVY_FIRST = (
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "load":  # a --dist the command line chose stays
         return None
+    if config.args and all(arg.split("::")[0].endswith(".py") for arg in config.args):
+        return None  # named files: xdist's load, which splits a module between the workers
     from xdist.scheduler import LoadScopeScheduling
 
     return LoadScopeScheduling(config, log)

@@ -33,7 +33,16 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
     simple = [getattr(e, "id", None) for e in after if getattr(e, "category", None) == "simple_python"]
     assert len(simple) == 399 and "simple_python_399" not in simple
 
+    # the same size, the old modification time put back (as `cp -p` or `rsync -a` do)
+    path = folder / "BFCL_v4_irrelevance.json"
+    stat, text = path.stat(), path.read_text(encoding="utf-8")
+    path.write_text(text.replace("What", "Wha7", 1), encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    changed = all_entries(folder)
+    assert changed != after and any("Wha7" in str(e.question) for e in changed if e.category == "irrelevance")
+
     stat = (folder / "BFCL_v4_irrelevance.json").stat()
     os.utime(folder / "BFCL_v4_irrelevance.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     touched = all_entries(folder)
-    assert touched == after and touched[0] is not after[0]  # same content, parsed again
+    assert touched == changed and touched[0] is not changed[0]  # same content, parsed again

@@ -70,7 +70,7 @@ EXECUTABLE = (MultiTurnEntry, AgenticEntry)  # played step by step in bfcl-eval'
 # read-only: every use copies what it changes (`_prompt.py`, `_mt_rollout.py`, `_mt_env.py`
 # deep-copy the docs, turns and configurations), and tests/bfcl/test_entries_memo.py checks that
 # scored sessions leave them equal to a fresh parse.
-_LOADED: dict[tuple[str, tuple[tuple[str, int, int], ...]], list[Any]] = {}
+_LOADED: dict[tuple[str, tuple[tuple[str, int, int, int, int], ...]], list[Any]] = {}
 
 
 def all_entries(data_dir: str | Path | None) -> list[Any]:
@@ -87,13 +87,18 @@ def all_entries(data_dir: str | Path | None) -> list[Any]:
     return list(_LOADED[key])
 
 
-def _stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+def _stamp(root: Path) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Each file's name, size, modification and change times and inode: a file rewritten in
+    place with its size and mtime put back (`cp -p`, `rsync -a`) still has a new ctime, which
+    no program can set, and a file replaced by another has a new inode."""
     stamps = []
     for folder, _, names in os.walk(root):
         for name in names:
             path = os.path.join(folder, name)
             stat = os.stat(path)
-            stamps.append((os.path.relpath(path, root), stat.st_mtime_ns, stat.st_size))
+            stamps.append(
+                (os.path.relpath(path, root), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+            )
     return tuple(sorted(stamps))
 
 
