@@ -20,7 +20,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -332,7 +332,7 @@ class Sequential:
             draws = self.suites[suite.name] = SuiteDraws(
                 runtime, suite, population, self._specs(suite.name), self.folder, labels, baseline
             )
-        draws.run(*_slots(runtime, item.config))
+        draws.run(_limits(runtime, item.config))
         record = draws.record(problem, item.nodeid)
         if record is None:
             pytest.skip(f"not drawn: {_stopped(draws.decider, draws.budget)}")
@@ -437,15 +437,31 @@ class Sequential:
         return found
 
 
-def _slots(runtime: Any, config: pytest.Config) -> tuple[int, int]:
-    """Draws in flight at once: (in this process, in the whole run). Its share of
-    --concurrency per endpoint and the whole of it, or for an in-process model the engine's
-    queue in each process."""
+def _limits(runtime: Any, config: pytest.Config) -> Callable[[], tuple[int, int]]:
+    """Draws in flight at once: (in this process, in the whole run), asked before each
+    claim. Its share of --concurrency per endpoint and the whole of it; under
+    `--concurrency auto` the live limit of its endpoints (each process's, times the
+    processes), never --concurrency-max: a draw waiting for a free request slot would be
+    sent after the decision. For an in-process model the engine's queue in each process."""
     endpoints = len(runtime.choice.endpoints)
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    if endpoints:
-        return runtime.concurrency * endpoints, runtime.settings.concurrency_ceiling * endpoints
-    return runtime.engine.max_active, runtime.engine.max_active * workers
+    settings = runtime.settings
+    if not endpoints:
+        local = (runtime.engine.max_active, runtime.engine.max_active * workers)
+        return lambda: local
+    if settings.concurrency != "auto":
+        fixed = (runtime.concurrency * endpoints, settings.concurrency_ceiling * endpoints)
+        return lambda: fixed
+    from pytest_agenteval.models.http.aimd import auto_start
+
+    start = (auto_start("auto", runtime.concurrency, settings.concurrency_max) or 1) * endpoints
+
+    def live() -> tuple[int, int]:
+        # each started sampler's endpoints and their limits now (none before its first request)
+        slots = sum(int(entry["final"]) for entry in runtime.concurrency_report()) or start
+        return slots, slots * workers
+
+    return live
 
 
 def _contiguous(entries: Mapping[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -300,19 +300,28 @@ class SuiteDraws:
             self.decider.add(self.log.entries[self.next])
             self.next += 1
 
-    def run(self, slots: int, window: int) -> None:
-        """Draw until the decision is known, then wait for the draws it rests on. `slots`:
-        this process's generations in flight at most; `window`: the whole run's, so no
-        process claims a draw `window` or more past the first one the decision still waits
-        for (a slow draw of another process holds the decision back; the others must not
-        run on). A sweep's draw takes one slot a model."""
+    def run(self, limits: Callable[[], tuple[int, int]]) -> None:
+        """Draw until the decision is known, then wait for the draws it rests on. `limits()`,
+        asked again before each claim: (this process's generations in flight at most, the
+        whole run's); under `--concurrency auto` they follow the live limit, so a draw is
+        sent as soon as it is submitted and none waits in a queue to go out after the
+        decision. No process claims a draw the run's window or more past the first one the
+        decision still waits for (a slow draw of another process holds the decision back;
+        the others must not run on). A sweep's draw takes one slot a model. At the decision
+        the draws submitted but not started are cancelled: never sent, never written."""
         if self.finished:
             return
         width = len(self.labels)
         in_flight: dict[cf.Future[Any], tuple[int, str]] = {}
         pending: dict[int, dict[str, Callable[[], Any]]] = {}  # draw -> its models' results so far
+        dropped: set[int] = set()  # draws cancelled at the decision: never made, never written
+        cancelled = False
         while True:
             self._advance()
+            if self.decider.stop is not None and in_flight and not cancelled:
+                cancelled = True  # queued draws never start: the decision needs none of them
+                self.runtime.engine.release(self._key(k, label) for k, label in in_flight.values())
+            slots, window = limits()
             while self.decider.stop is None and len(in_flight) + width <= max(width, slots):
                 k = self.log.claim(min(self.budget, self.next + max(1, window // width)))
                 if k is None:
@@ -340,12 +349,21 @@ class SuiteDraws:
                     continue
                 time.sleep(POLL_S)  # the others' draws the decision waits on
                 continue
-            done, _ = cf.wait(in_flight, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+            # a future the engine cancelled stays CANCELLED, which cf.wait never counts as done
+            done = {future for future in in_flight if future.cancelled()}
+            if not done:
+                done, _ = cf.wait(in_flight, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
             for future in done:
                 k, label = in_flight.pop(future)
                 pending[k][label] = future.result
+                if future.cancelled():
+                    dropped.add(k)
                 if len(pending[k]) == width:
-                    self._finish(k, pending.pop(k))
+                    results = pending.pop(k)
+                    if k in dropped:
+                        self.runtime.engine.release([self._key(k, x) for x in self.labels])
+                    else:
+                        self._finish(k, results)
         self.finished = True
 
     def _key(self, k: int, label: str) -> tuple[str, str, str, int]:
