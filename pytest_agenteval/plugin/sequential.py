@@ -527,6 +527,11 @@ def _result(gate: Any, replay: tuple[Decider, dict[str, Any], list[Any]], summar
     sequence = decider.sequences[spec.key]
     mean = sequence.mean
     found = GateResult(gate, False, mean, "", decision="FAIL", draws=decider.used, sequential=True)
+    if decider.used == 0 and decider.stop == COST:  # the cost budget refused the very first draw
+        return replace(
+            found,
+            reason=f"no draws: the cost budget refused the first one ({decider.error}); gates fail closed",
+        )
     if summary is None or decider.used == 0 and decider.stop is None:
         return replace(found, reason=f"no draws of {gate.suite}: gates fail closed")
     if decider.stop == ERROR:
@@ -539,10 +544,12 @@ def _result(gate: Any, replay: tuple[Decider, dict[str, Any], list[Any]], summar
     used, full = decider.used, plan["budget"]
     if decider.stop == DECIDED:
         tail = f"({1 - used / full:.0%} not needed)" if full else ""
+    elif decision != "UNDECIDED":  # decided before the draws stopped for another reason
+        tail = f"(decided; the draws ran on for the other gates: {_stopped(decider, full)})"
     elif decider.stop == COST:
         tail = "(the cost budget stopped the draws: undecided)"
-    elif decision != "UNDECIDED":
-        tail = f"(decided; the draws ran on for the other gates: {_stopped(decider, full)})"
+    elif decider.stop == PAIRED_END:
+        tail = "(the baseline holds no later draw of this run's schedule: undecided)"
     else:
         tail = "(the whole budget: undecided)"
     unit = "generations"

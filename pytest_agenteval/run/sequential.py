@@ -292,6 +292,8 @@ class SuiteDraws:
         )
         self.decider = Decider(gates, self.budget, baseline)
         self.next = 0  # the first draw not yet given to the decider
+        self.positions = {p.id: i for i, p in enumerate(self.problems)}
+        self._drawn: dict[int, list[dict[str, Any]]] | None = None  # record(): position -> its draws
         self.finished = False
 
     def _advance(self) -> None:
@@ -429,12 +431,20 @@ class SuiteDraws:
         """The problem's record (of its model, in a sweep) over its draws in the decision (and
         the failed draw that stopped it, as its error), or None: the decision needed none of
         its draws."""
-        position = next(i for i, p in enumerate(self.problems) if p.id == problem.id)
+        position = self.positions[problem.id]
         label = problem.model if problem.model in self.labels else ""
-        used = [self.log.entries[k] for k in range(self.decider.used) if self.plan[k][0] == position]
+        if self._drawn is None:  # the decision's draws by problem, once (not once an item)
+            self._drawn = {}
+            for k in range(self.decider.used):
+                self._drawn.setdefault(self.plan[k][0], []).append(self.log.entries[k])
+        used = self._drawn.get(position, [])
         error = None
         failed = self.log.entries.get(self.decider.used)
-        if self.decider.stop == ERROR and failed is not None and failed["position"] == position:
+        # a failed draw errs its item; a refused one only when it was the first (no draw was
+        # made: the item carries the budget's error, as a full run's stopped item does)
+        refused_first = self.decider.stop == COST and self.decider.used == 0
+        stopped_here = failed is not None and failed["position"] == position
+        if (self.decider.stop == ERROR or refused_first) and stopped_here:
             error = f"draw {failed['draw']} (sample {failed['sample']}): {failed['error']}"
         if not used and error is None:
             return None

@@ -53,3 +53,56 @@ def test_under_concurrency_auto_the_decision_stops_the_requests_within_one_a_slo
     # past the decision at most the one request each slot had in flight (before: 85 of 22)
     assert finished <= used + peak, (used, finished, peak)
     assert admitted <= used + peak, (used, admitted, peak)
+
+
+def run_fixed(run_suite, responder, *args, val_n=16):
+    with OpenAITestServer(ServerConfig(script=responder)) as server:
+        result, path = run_suite(
+            f"--endpoint={server.url}",
+            f"--val-n={val_n}",
+            "--concurrency=4",
+            "--agenteval-sequential",
+            *args,
+        )
+    return result, path
+
+
+def gate_line(result, expression):
+    return next(x for x in result.outlines if x.startswith("gate ") and f" {expression}: " in x)
+
+
+def test_a_cost_stop_says_undecided_only_of_the_gates_that_are(run_suite):
+    low, high = "aime25.average_at_n >= 0.05 @ 0.95", GATE
+    result, path = run_fixed(
+        run_suite,
+        rates(0.4, 0.4, 0.4, 0.4),
+        f"--agenteval-gate={low}",
+        f"--agenteval-gate={high}",
+        "--max-tokens=40",
+        "--max-total-tokens=1500",
+    )
+    _, (summary,) = read_results(path)
+    block = summary["sequential"]
+    assert block["stop"] == "cost" and block["draws_used"] < block["draws_full"], block["reason"]
+    decided = gate_line(result, low)
+    # before: "... (the cost budget stopped the draws: undecided)" on a PASS
+    assert decided.startswith(f"gate PASS {low}: ") and decided.endswith(
+        f"(decided; the draws ran on for the other gates: {block['reason']})"
+    ), decided
+    assert gate_line(result, high).endswith("(the cost budget stopped the draws: undecided)")
+
+
+def test_a_cost_budget_that_refuses_the_first_draw_is_named_and_the_summary_written(run_suite):
+    result, path = run_fixed(
+        run_suite, rates(0.9, 0.9, 0.9, 0.9), f"--agenteval-gate={GATE}", "--max-total-tokens=800"
+    )
+    assert result.ret == 1
+    line = gate_line(result, GATE)
+    refused = "no draws: the cost budget refused the first one (BudgetExceeded"
+    assert line.startswith(f"gate FAIL {GATE}: {refused}")
+    assert line.endswith("); gates fail closed"), line
+    problems, (summary,) = read_results(path)  # before: no results file at all
+    assert summary["sequential"]["stop"] == "cost" and summary["sequential"]["draws_used"] == 0
+    assert summary["budget"]["stopped"] is True
+    assert [p["error"].split(": ", 1)[1].split(":")[0] for p in problems] == ["BudgetExceeded"]
+    assert any(x.startswith("budget: stopped after") for x in result.outlines)
