@@ -144,6 +144,22 @@ def check(config: pytest.Config, settings: Settings, gates: Sequence[Any], model
     )
 
 
+def wave_refusal(plan: Any, labels: set[str]) -> str | None:
+    """Why a sweep's servers (a models.serve.sweep_plan.SweepPlan) cannot serve sequential
+    draws, or None: every draw generates from each model a gate names, so their servers must
+    all run at once; a server of a later wave starts only when an earlier one's items are
+    done, and the first item waits for every model's generation."""
+    needed = sorted({i for i, server in enumerate(plan.servers) if labels & set(server.labels)})
+    if len(needed) <= plan.at_once:
+        return None
+    return (
+        f"each draw generates from every model its gates name, whose {len(needed)} servers cannot "
+        f"run at once ({plan.at_once} at a time: --serve-max-servers, or the GPUs of --serve-gpus / "
+        "--serve-tp), so a later one would never start; give them the GPUs to run together, "
+        "gate fewer models a run, or drop --agenteval-sequential"
+    )
+
+
 def baseline_draws(path: Path, run_seed: int) -> dict[str, dict[tuple[str, int], tuple[int, bool]]]:
     """Per suite, the verdicts a results file holds by (problem id, sample) with their seeds,
     those whose seed is this run's for that sample only (`--seed` the same): a sequential
@@ -206,6 +222,14 @@ def check_suites(settings: Settings, gates: Sequence[Any], suites: Mapping[str, 
     if settings.compare:
         held = _baselines(settings)
         for name in sorted(suites):
+            if not held.get(name) and name not in gated:  # no paired sequence and no gate: nothing decides
+                _refuse(
+                    f"--agenteval-compare {settings.compare} holds no draws of {name} with this run's "
+                    f"seeds (--seed {settings.seed}) and no gate names {name}, so nothing would stop its "
+                    "draws; rerun the baseline with this --seed, gate the suite, or drop "
+                    "--agenteval-sequential for a full run"
+                )
+        for name in sorted(suites):
             if not held.get(name):
                 sys.stderr.write(f"agenteval: {fallback_line(settings, name)}\n")
 
@@ -227,6 +251,14 @@ def install(config: pytest.Config, settings: Settings, gates: list[Any], sweep: 
             g if g.confidence is not None else replace(g, confidence=settings.gate_confidence) for g in gates
         ]
     check(config, settings, gates, models)
+    if models:
+        from pytest_agenteval.plugin.sweep_servers import SWEEP_SERVERS
+
+        servers = config.stash.get(SWEEP_SERVERS, None)  # --serve: the sweep's launched servers
+        if servers is not None:
+            problem = wave_refusal(servers.plan, {label for g in gates for label in g.labels})
+            if problem is not None:
+                _refuse(problem)
     baselines = _baselines(settings) if settings.compare else {}
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:

@@ -93,3 +93,18 @@ def test_a_baseline_without_the_draws_says_so_and_compares_as_today(run_suite):
     assert [g["gate"] for g in summary["sequential"]["gates"]] == [GATE]
     line = next(x for x in result.outlines if x.startswith("compare "))
     assert line.startswith("compare UNDECIDED  aime25.average_at_n  (") and "too few problems" in line
+
+
+def test_a_baseline_without_the_draws_and_no_gate_is_refused_at_start_up(run_suite):
+    """Nothing would decide the draws: before, the whole budget ran with no `sequential`
+    block, `generations 16 (N=5)` and a bootstrap over the drawn problems."""
+    baseline = baseline_run(run_suite, rates(0.9, 0.9, 0.9, 0.9), "--seed=1")
+    result, path, requests = compared_run(run_suite, rates(0.9, 0.9, 0.9, 0.9), baseline)
+    assert (result.ret, requests, path.exists()) == (4, 0, False)
+    result.stderr.fnmatch_lines(
+        [
+            f"*--agenteval-sequential: --agenteval-compare {baseline} holds no draws of aime25 with this "
+            "run's seeds (--seed 42) and no gate names aime25, so nothing would stop its draws; rerun the "
+            "baseline with this --seed, gate the suite, or drop --agenteval-sequential for a full run"
+        ]
+    )

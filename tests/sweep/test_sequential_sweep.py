@@ -125,3 +125,25 @@ def test_refused_in_a_sequential_sweep(aime_suite, gates, error):
     result = sweep(aime_suite, "--agenteval-sequential", *(f"--agenteval-gate={g}" for g in gates))
     assert result.ret == 4
     assert any(error in line for line in result.errlines), result.errlines
+
+
+def test_a_sweep_whose_servers_start_in_waves_is_refused():
+    """Each draw generates from every gated model: a server that starts only once an earlier
+    one's items are done would never start (the first item waits on it), and every gate
+    would fail closed after --serve-timeout."""
+    from pytest_agenteval.models.serve.sweep_plan import PlannedModel, plan_servers
+    from pytest_agenteval.plugin.sequential import wave_refusal
+
+    models = [
+        PlannedModel("base", "checkpoint", "/ckpt/base"),
+        PlannedModel("step-200", "checkpoint", "/ckpt/s"),
+    ]
+    waves = plan_servers(models, "0", 1)  # two full checkpoints, one GPU: one server at a time
+    assert wave_refusal(waves, {"base", "step-200"}) == (
+        "each draw generates from every model its gates name, whose 2 servers cannot run at once (1 at a "
+        "time: --serve-max-servers, or the GPUs of --serve-gpus / --serve-tp), so a later one would never "
+        "start; give them the GPUs to run together, gate fewer models a run, or drop --agenteval-sequential"
+    )
+    assert wave_refusal(plan_servers(models, "0,1", 1), {"base", "step-200"}) is None  # together
+    assert wave_refusal(plan_servers(models, "0,1", 1, max_servers=1), {"base", "step-200"}) is not None
+    assert wave_refusal(waves, {"step-200"}) is None  # one gated model: one server
