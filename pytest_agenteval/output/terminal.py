@@ -59,7 +59,28 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
         ),
         ("generations", f"{summary.get('generations')} (N={summary.get('val_n')})"),
     ]
-    if "average_at_n" in summary:
+    drawn = summary.get("sequential") if isinstance(summary.get("sequential"), Mapping) else None
+    if drawn is not None:  # --agenteval-sequential: a few draws a problem, not N of each
+        rows[-1] = (
+            "generations",
+            f"{summary.get('generations')} drawn for the decision, of {drawn.get('draws_full', 0):,} "
+            f"in a full run (N={summary.get('val_n')})",
+        )
+    if "average_at_n" in summary and drawn is not None:
+        # the draws' mean; its anytime-valid interval is the gate's (a bootstrap over the
+        # drawn problems would not be); per-problem figures need N samples of each problem
+        verdicts = [row[4] for row in (drawn.get("draws") or ())[: drawn.get("draws_used", 0)]]
+        scored = [v for v in verdicts if v is not None]
+        mean = f"{sum(scored) / len(scored):.3f}" if scored else "n/a"
+        why = "n/a (sequential: a problem has only the draws of it, not N samples)"
+        rows += [
+            ("average@N", f"{mean}  over {len(scored):,} draws (its interval: the gate's line)"),
+            ("pass@N", why),
+            ("maj@N", why),
+            ("format", _with_ci(summary, "format_rate")),
+            ("pass@k", why),
+        ]
+    elif "average_at_n" in summary:
         rows += [
             ("average@N", _with_ci(summary, "average_at_n")),
             ("pass@N", _with_ci(summary, "pass_at_n")),
@@ -84,9 +105,23 @@ def suite_block(summary: Mapping[str, Any], extra_rows: Sequence[tuple[str, str]
         (
             "requests",
             f"{requests.get('attempts', 0)} sent, {requests.get('retries', 0)} "
-            f"retries, {requests.get('cached_generations', 0)} cached",
+            f"retries, {requests.get('cached_generations', 0)} cached"
+            + (" (the draws the decision used)" if drawn is not None else ""),
         )
     )
+    spent = drawn.get("spent") if drawn is not None else None
+    if isinstance(spent, Mapping):  # every finished draw, those after the decision too: what was paid
+        from pytest_agenteval.models.cost.prices import format_usd
+
+        usd = f"; {format_usd(spent['usd'])}" if spent.get("usd") is not None else ""
+        rows.append(
+            (
+                "all draws",
+                f"{spent['draws']:,} finished ({drawn.get('draws_used', 0):,} used): {spent['attempts']:,} "
+                f"sent, {spent['retries']:,} retries, {spent['cached_generations']:,} cached; prompt "
+                f"{spent['prompt_tokens']:,}, completion {spent['completion_tokens']:,}{usd}",
+            )
+        )
     shared = " (the whole sweep's: its models run together)" if summary.get("model_label") else ""
     rows.append(("wall time", f"{summary.get('duration_s', 0):.1f} s{shared}"))
     width = max(len(label) for label, _ in rows)

@@ -188,6 +188,11 @@ class ResultsCollector:
             return
         missing = self._missing()
         interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
+        drawn = self.config.stash.get(SEQUENTIAL, None)
+        if drawn is not None:  # what every finished draw cost, priced as the problems' lines are
+            drawn.price = lambda data, label: price_record(
+                data, self.settings, self.models.get(label, self.choice)
+            )
         if self.sweep is not None:  # per (suite, model): plugin/sweep_results.py
             self.sweep.finish(by_suite, missing, interrupted)
             self._mark_for_last_failed(missing)
@@ -195,7 +200,6 @@ class ResultsCollector:
             return
         self.summaries = self.suite_summaries(by_suite, missing, interrupted)
         self.gate_results = [evaluate_gate(g, {s["suite"]: s for s in self.summaries}) for g in self.gates]
-        drawn = self.config.stash.get(SEQUENTIAL, None)
         if drawn is not None:  # --agenteval-sequential: the draws, replayed in order, decide
             self.gate_results = drawn.finish(self.gates, self.summaries)
         if self.baseline is not None and drawn is not None:  # paired draws where the baseline has them

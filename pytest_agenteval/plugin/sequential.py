@@ -333,6 +333,8 @@ class Sequential:
         self.baselines = dict(baselines or {})  # suite -> the baseline's draws (this run's seeds)
         self.suites: dict[str, SuiteDraws] = {}
         self.replays: dict[str, tuple[Decider, dict[str, Any], list[dict[str, Any]]]] = {}
+        # the controller's pricing of a problem line (output.cost.price_record), for `spent`
+        self.price: Price | None = None
 
     def compare_spec(self, suite: str) -> GateSpec | None:
         """The suite's comparison as a paired sequence, where the baseline holds its draws."""
@@ -390,7 +392,7 @@ class Sequential:
             decider, plan, entries = self._replay(name)
             summary = by_suite.get(name)
             if summary is not None:
-                summary["sequential"] = _block(decider, plan, entries)
+                summary["sequential"] = _block(decider, plan, entries, price=self.price)
                 summary["val_n"] = plan["samples"]  # the full run's N (problems hold their draws)
         return [_result(gate, self._replay(gate.suite), by_suite.get(gate.suite)) for gate in gates]
 
@@ -402,7 +404,7 @@ class Sequential:
         for (name, label), summary in summaries.items():
             if any(g.suite == name for g in gates):
                 decider, plan, entries = self._replay(name)
-                summary["sequential"] = _block(decider, plan, entries, label)
+                summary["sequential"] = _block(decider, plan, entries, label, self.price)
                 summary["val_n"] = plan["samples"]
         results = []
         for gate in gates:
@@ -515,8 +517,15 @@ def _stopped(decider: Decider, budget: int) -> str:
     }.get(decider.stop or "", f"the draws stopped after {used}")
 
 
+Price = Callable[[dict[str, Any], str], None]  # prices a problem line's generations of model `label`
+
+
 def _block(
-    decider: Decider, plan: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], label: str = ""
+    decider: Decider,
+    plan: Mapping[str, Any],
+    entries: Sequence[Mapping[str, Any]],
+    label: str = "",
+    price: Price | None = None,
 ) -> dict[str, Any]:
     """The summary's `sequential` block; in a sweep, model `label`'s (its verdicts, the gates
     that name it)."""
@@ -541,7 +550,38 @@ def _block(
         ],
         "draw_fields": list(DRAW_FIELDS),
         "draws": [[e["draw"], e["problem"], e["sample"], e["seed"], verdict(e, label)] for e in entries],
+        "spent": _spent(entries, label, price),
     }
+
+
+def _spent(entries: Sequence[Mapping[str, Any]], label: str, price: Price | None) -> dict[str, Any]:
+    """What every finished draw cost (model `label`'s generations in a sweep), the draws
+    after the decision included: the summary's requests, tokens and cost count only the
+    draws the decision used (the problems' records)."""
+    spent: dict[str, Any] = dict.fromkeys(
+        ("draws", "attempts", "retries", "cached_generations", "prompt_tokens", "completion_tokens"), 0
+    )
+    usd: float | None = 0.0
+    for entry in entries:
+        found = entry.get("generation")
+        if entry.get("error") or not isinstance(found, Mapping):
+            continue
+        generation = found if "sample_index" in found else found.get(label)
+        if not isinstance(generation, Mapping):
+            continue
+        spent["draws"] += 1
+        spent["attempts"] += int(generation.get("attempts") or 0)
+        spent["retries"] += int(generation.get("retries") or 0)
+        spent["cached_generations"] += bool(generation.get("cached"))
+        spent["prompt_tokens"] += int(generation.get("prompt_tokens") or 0)
+        spent["completion_tokens"] += int(generation.get("completion_tokens") or 0)
+        priced = {"generations": [dict(generation)]}
+        if price is not None:
+            price(priced, label)
+        cost = priced["generations"][0].get("cost_usd")
+        usd = usd + cost if usd is not None and isinstance(cost, int | float) else None
+    spent["usd"] = round(usd, 6) if usd is not None and price is not None else None
+    return spent
 
 
 def _interval(decider: Decider, key: str) -> list[float] | None:

@@ -106,3 +106,43 @@ def test_a_cost_budget_that_refuses_the_first_draw_is_named_and_the_summary_writ
     assert summary["budget"]["stopped"] is True
     assert [p["error"].split(": ", 1)[1].split(":")[0] for p in problems] == ["BudgetExceeded"]
     assert any(x.startswith("budget: stopped after") for x in result.outlines)
+
+
+PRICES = '[models."mock-model"]\ninput = 1000\noutput = 1000\nsource = "a test"\ndate = "2026-12-02"\n'
+
+
+def test_the_draws_after_the_decision_are_counted_and_the_per_problem_figures_are_not_claimed(
+    run_suite, tmp_path
+):
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES, encoding="utf-8")
+    result, path, stats = run_auto(run_suite, f"--prices={prices}", "--max-cost=50")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    problems, (summary,) = read_results(path)
+    block = summary["sequential"]
+    spent, used = block["spent"], block["draws_used"]
+    generations = [g for p in problems for g in p["generations"]]
+    assert spent["draws"] == block["draws_finished"] >= used == len(generations)
+    admitted = stats["total_requests"] - stats["rate_limit"]["refused"]
+    assert spent["attempts"] == stats["total_requests"]  # every request the server saw, 429s included
+    assert spent["attempts"] - spent["retries"] == spent["draws"] <= admitted
+    assert spent["usd"] == pytest.approx(summary["budget"]["spent_usd"], abs=1e-6)  # the ledger's spending
+    assert spent["usd"] >= summary["cost"]["usd"]
+    rows = {line.split()[0]: line for line in result.outlines if line.startswith("  ")}
+    assert rows["requests"].endswith("cached (the draws the decision used)")
+    all_draws = next(x for x in result.outlines if x.startswith("  all draws"))
+    assert all_draws.split("  ")[-1].startswith(
+        f"{spent['draws']} finished ({used} used): {spent['attempts']} sent, {spent['retries']} retries, "
+        f"0 cached; prompt {spent['prompt_tokens']}, completion {spent['completion_tokens']}; $"
+    ), all_draws
+    # figures over N samples of each problem are not shown from a few draws of each
+    why = "n/a (sequential: a problem has only the draws of it, not N samples)"
+    for name in ("pass@N", "maj@N", "pass@k"):
+        assert rows[name].split(None, 1)[1].strip() == why
+    mean = sum(g["correct"] for g in generations) / used
+    assert rows["average@N"].split(None, 1)[1].strip() == (
+        f"{mean:.3f}  over {used} draws (its interval: the gate's line)"
+    )
+    assert rows["generations"].split(None, 1)[1].strip() == (
+        f"{used} drawn for the decision, of 256 in a full run (N=64)"
+    )
