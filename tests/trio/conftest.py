@@ -106,7 +106,9 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def generator() -> Iterator[LlamaSampler]:
-    sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=4096)
+    # fresh prompts: the services are shared by a test's runs with and without workers, whose
+    # requests come in other orders; a reused prefix made a sample depend on the request before
+    sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=4096, fresh_prompts=True)
     sampler._load()  # loaded before any server starts: no first request waits on it
     yield sampler
 

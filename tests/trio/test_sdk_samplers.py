@@ -41,14 +41,11 @@ RETOOL = (
 )
 
 
-def _generations(path: Any, first_turn: bool = False) -> dict[tuple[Any, int], tuple[str, int]]:
-    """(text, seed) of each generation; with `first_turn`, of its first assistant turn."""
+def _generations(path: Any) -> dict[tuple[Any, int], tuple[str, int]]:
+    """(text, seed) of each generation."""
     problems, _ = read_results(path)
     return {
-        (p["problem_id"], g["sample_index"]): (
-            g["transcript"][0]["content"] if first_turn else g["text"],
-            g["seed"],
-        )
+        (p["problem_id"], g["sample_index"]): (g["text"], g["seed"])
         for p in problems
         for g in p["generations"]
     }
@@ -89,13 +86,11 @@ def test_same_generations_with_and_without_workers(
     # our --concurrency (32) never above the SDK's cap; -n 2 below: 16 a worker, summed
     assert alone_summary["backend"]["sdk_max_in_flight"] == protocol.cap
     assert alone_summary["backend"]["concurrency_slots"] == min(32, protocol.cap)
-    # Retool: first turns only. The later ones continue from sampled ids, and the one local
-    # server's llama.cpp reuses its cache across requests: a continuation evaluated right
-    # after its own turn reuses entries computed one token at a time and rounds differently
-    # from one evaluated after another request, so with two workers' requests interleaving
-    # its samples depend on the interleaving (a property of this server, not of the client).
-    first = _generations(alone_path, first_turn=bool(mode))
-    assert len(first) == 4 and first == _generations(workers_path, first_turn=bool(mode))  # 2 x 2
+    # Whole generations, retool's later turns included: the services' llama.cpp evaluates each
+    # prompt from its first token (conftest `generator`, fresh_prompts), so a sample does not
+    # depend on which request came before, however the two workers' requests interleave.
+    first = _generations(alone_path)
+    assert len(first) == 4 and first == _generations(workers_path)  # 2 x 2
     problems, (summary,) = read_results(workers_path)
     assert all(not p.get("error") for p in problems)
     assert summary["model"]["backend"] == protocol.scheme and summary["model"]["base_model"] == base_model

@@ -120,6 +120,7 @@ class LlamaSampler:
         log_path: Path | None = None,
         lora_path: Path | None = None,
         think: ThinkSplit | None = None,
+        fresh_prompts: bool = False,
     ) -> None:
         if log_path is not None:
             log_llama_to(log_path)
@@ -140,6 +141,11 @@ class LlamaSampler:
             fingerprint=fingerprint,
             details=details,
         )
+        # Each prompt evaluated from its first token, reusing no prefix the request before left
+        # in the KV cache: llama.cpp rounds a prompt evaluated in other batches differently, so
+        # with reuse a sample at T > 0 depends on which request came before (a server shared
+        # by the workers of one run and another, as the SDK test services). Slower.
+        self.fresh_prompts = fresh_prompts
         self._llm: Any = None
         self._vocab: Any = None
         self._tokenizer: ChatTokenizer | None = None
@@ -228,6 +234,8 @@ class LlamaSampler:
         grammar = _schema_grammar(params.json_schema) if params.json_schema else None
         start = time.perf_counter()
         llm.set_seed(params.seed)
+        if self.fresh_prompts:
+            llm.reset()
         tokens: list[int] = []
         finish = "length"
         for token in llm.generate(
