@@ -104,6 +104,46 @@ def test_a_request_that_finds_no_room_for_too_long_names_the_ledger_and_its_hold
     assert "\n" not in message
     assert message.startswith(f"not sent: waited 0.2 s for room in the budget ledger {ledger.path}, ")
     assert f"held by pod-b pid {process.pid} (900 tokens, $0.000000, seen 0 s ago)" in message
+    # every holder alive: the room is taken by requests in flight, nothing crashed
+    alive = "all alive (their requests are in flight): lower --max-tokens or raise the budget"
+    assert message.endswith(alive)
+
+
+def test_a_holder_not_seen_for_half_the_lease_is_named_as_maybe_crashed(tmp_path: Path) -> None:
+    ledger = BudgetLedger.create(LIMITS, tmp_path)
+    ledger.lease_s = 120
+    ledger.wait_s = 0.2
+    process, leave = _start_pod_b(ledger.path, 900, seen_ago=70, stay=True)
+    try:
+        with pytest.raises(LedgerError) as caught:
+            asyncio.run(asyncio.wait_for(ledger.reserve(200, 0.0), 10))
+    finally:
+        leave.set()
+        process.join(30)
+    assert "seen 70 s ago" in str(caught.value)
+    assert str(caught.value).endswith("(--request-timeout + 60 s): check those processes")
+
+
+def test_the_heartbeat_outlives_a_storage_error(tmp_path: Path, monkeypatch) -> None:
+    """Before: the first error (a stale NFS handle, say) ended the thread for good, and a
+    request running past the lease had its live reservation dropped by the other machines."""
+    ledger = BudgetLedger.create(LIMITS, tmp_path)
+    ledger.lease_s = 0.2  # a beat every 0.05 s
+    assert ledger.try_reserve(100, 0.0) is not None
+    (before,) = _reserved(ledger.path).values()
+    original, failed = ledger._update, []
+
+    def flaky(change, write=True):
+        if not failed:
+            failed.append(time.time())
+            raise OSError("Stale file handle")
+        return original(change, write)
+
+    monkeypatch.setattr(ledger, "_update", flaky)
+    time.sleep(0.5)
+    ledger.close()
+    (after,) = _reserved(ledger.path).values()
+    assert failed and after["seen"] > failed[0] > before["seen"]
 
 
 def test_a_shard_starting_while_another_writes_reads_the_ledger_under_its_lock(

@@ -445,6 +445,14 @@ class BudgetLedger:
             )
         more = len(holders) - SHOWN_HOLDERS
         named = ", ".join(holders[:SHOWN_HOLDERS]) + (f" and {more} more" if more > 0 else "")
+        seen = [float(entry.get("seen", now)) for entry in data.get("reserved", {}).values()]
+        stale = any(now - at > self.lease_s / 2 for at in seen)
+        if not stale:  # every holder is alive: the room is taken by requests in flight
+            return (
+                f"not sent: waited {self.wait_s:g} s for room in {self._where()}, held by "
+                f"{named or 'nothing'}, all alive (their requests are in flight): lower --max-tokens "
+                "or raise the budget"
+            )
         return (
             f"not sent: waited {self.wait_s:g} s for room in {self._where()}, held by {named or 'nothing'}; "
             f"a crashed process's reservation is dropped {self.lease_s:g} s after it was last seen "
@@ -473,7 +481,8 @@ class BudgetLedger:
             try:
                 self._update(refresh)
             except (OSError, LedgerError):
-                return
+                continue  # a transient storage error (NFS): the next beat tries again; a stopped
+                # beat would let other machines drop this process's live reservations
 
     def close(self) -> None:
         """Stop refreshing this process's entry (the run is over)."""
