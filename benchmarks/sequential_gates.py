@@ -146,14 +146,7 @@ def against_confseq(source: Path, rng: np.random.Generator) -> float:
     folder = Path(tempfile.mkdtemp()) / "confseq"
     folder.mkdir()
     (folder / "__init__.py").write_text("")
-    for name in (
-        "betting.py",
-        "predmix.py",
-        "misc.py",
-        "types.py",
-        "betting_strategies.py",
-        "conjmix_bounded.py",
-    ):
+    for name in CONFSEQ_FILES:
         text = subprocess.run(
             ["git", "-C", str(source), "show", f"HEAD:src/confseq/{name}"], capture_output=True, text=True
         ).stdout
