@@ -88,40 +88,37 @@ def test_this_machines_entry_under_a_reused_pid_is_dropped(tmp_path: Path) -> No
     assert reused not in _reserved(ledger.path)
 
 
-def test_a_request_that_finds_no_room_for_too_long_names_the_ledger_and_its_holder(tmp_path: Path) -> None:
-    """Before: reserve() waited for ever."""
+def _waited_out(tmp_path: Path, seen_ago: float = 0.0) -> tuple[BudgetLedger, int, str]:
+    """A request that finds no room while pod-b (alive, last seen `seen_ago` s ago) holds
+    900 of the 1000 tokens: the ledger, pod-b's pid and the one line reserve() gives up with."""
     ledger = BudgetLedger.create(LIMITS, tmp_path)
     ledger.lease_s = 120
     ledger.wait_s = 0.2
-    process, leave = _start_pod_b(ledger.path, 900, stay=True)  # alive, seen: holds its room
+    process, leave = _start_pod_b(ledger.path, 900, seen_ago=seen_ago, stay=True)
     try:
         with pytest.raises(LedgerError) as caught:
             asyncio.run(asyncio.wait_for(ledger.reserve(200, 0.0), 10))
     finally:
         leave.set()
         process.join(30)
-    message = str(caught.value)
+    return ledger, process.pid, str(caught.value)
+
+
+def test_a_request_that_finds_no_room_for_too_long_names_the_ledger_and_its_holder(tmp_path: Path) -> None:
+    """Before: reserve() waited for ever."""
+    ledger, pid, message = _waited_out(tmp_path)  # pod-b alive, seen: holds its room
     assert "\n" not in message
     assert message.startswith(f"not sent: waited 0.2 s for room in the budget ledger {ledger.path}, ")
-    assert f"held by pod-b pid {process.pid} (900 tokens, $0.000000, seen 0 s ago)" in message
+    assert f"held by pod-b pid {pid} (900 tokens, $0.000000, seen 0 s ago)" in message
     # every holder alive: the room is taken by requests in flight, nothing crashed
     alive = "all alive (their requests are in flight): lower --max-tokens or raise the budget"
     assert message.endswith(alive)
 
 
 def test_a_holder_not_seen_for_half_the_lease_is_named_as_maybe_crashed(tmp_path: Path) -> None:
-    ledger = BudgetLedger.create(LIMITS, tmp_path)
-    ledger.lease_s = 120
-    ledger.wait_s = 0.2
-    process, leave = _start_pod_b(ledger.path, 900, seen_ago=70, stay=True)
-    try:
-        with pytest.raises(LedgerError) as caught:
-            asyncio.run(asyncio.wait_for(ledger.reserve(200, 0.0), 10))
-    finally:
-        leave.set()
-        process.join(30)
-    assert "seen 70 s ago" in str(caught.value)
-    assert str(caught.value).endswith("(--request-timeout + 60 s): check those processes")
+    _, _, message = _waited_out(tmp_path, seen_ago=70)
+    assert "seen 70 s ago" in message
+    assert message.endswith("(--request-timeout + 60 s): check those processes")
 
 
 def test_the_heartbeat_outlives_a_storage_error(tmp_path: Path, monkeypatch) -> None:
