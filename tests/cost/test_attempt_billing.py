@@ -6,6 +6,7 @@ the prompt's reservation as an upper bound of what the server counts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -20,17 +21,23 @@ MESSAGES = [{"role": "user", "content": "What is 6 x 7? Think it through."}]
 PARAMS = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=50, seed=3)
 
 
-async def _complete_n(tmp_path: Path, config: ServerConfig, n: int, stream: bool = True):
+@contextlib.asynccontextmanager
+async def _budgeted(tmp_path: Path, config: ServerConfig, stream: bool = True):
+    """The test server, an OpenAISampler on it (no backoff) under a ledger of 100,000 tokens."""
     async with AsyncOpenAITestServer(config) as server:
         sampler = OpenAISampler(
             [server.url], "mock-model", stream=stream, retry=RetryPolicy(base_delay_s=0.0)
         )
         ledger = BudgetLedger.create(Limits(max_total_tokens=100_000), tmp_path)
-        budgeted = BudgetedSampler(sampler, ledger, None)
         try:
-            completions = await budgeted.complete_n(MESSAGES, PARAMS, n)
+            yield server, sampler, BudgetedSampler(sampler, ledger, None), ledger
         finally:
             await sampler.aclose()
+
+
+async def _complete_n(tmp_path: Path, config: ServerConfig, n: int, stream: bool = True):
+    async with _budgeted(tmp_path, config, stream) as (server, _, budgeted, ledger):
+        completions = await budgeted.complete_n(MESSAGES, PARAMS, n)
         return completions, server.requests, ledger.state()
 
 
@@ -94,17 +101,9 @@ def test_a_kept_alive_connection_lost_after_generation_is_an_attempt_of_its_own(
     )
 
     async def two_requests():
-        async with AsyncOpenAITestServer(config) as server:
-            sampler = OpenAISampler(
-                [server.url], "mock-model", stream=False, retry=RetryPolicy(base_delay_s=0.0)
-            )
-            ledger = BudgetLedger.create(Limits(max_total_tokens=100_000), tmp_path)
-            budgeted = BudgetedSampler(sampler, ledger, None)
-            try:
-                for prompt in ("First: what is 6 x 7?", "Second: what is 6 x 8?"):
-                    await budgeted.complete([{"role": "user", "content": prompt}], PARAMS)
-            finally:
-                await sampler.aclose()
+        async with _budgeted(tmp_path, config, stream=False) as (server, sampler, budgeted, ledger):
+            for prompt in ("First: what is 6 x 7?", "Second: what is 6 x 8?"):
+                await budgeted.complete([{"role": "user", "content": prompt}], PARAMS)
             return server.requests, server.billed, ledger.state(), sampler.stats()
 
     requests, billed, state, stats = asyncio.run(two_requests())
