@@ -11,9 +11,7 @@ import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results
-from tests.gates.test_sequential_mode import rates
-
-GATE = "aime25.average_at_n >= 0.4 @ 0.95"
+from tests.gates.test_sequential_mode import GATE, rates
 
 
 def baseline_run(run_suite, responder, *args):

@@ -81,14 +81,14 @@ GATE = "aime25.average_at_n >= 0.4 @ 0.95"
 FULL = 4 * 64  # the full run: 4 problems x N = 64
 
 
-def sequential_run(run_suite, responder, *args, val_n=64, out="results.jsonl"):
+def sequential_run(run_suite, responder, *args, val_n=64, gates=(GATE,), out="results.jsonl"):
     with OpenAITestServer(ServerConfig(script=responder)) as server:
         result, path = run_suite(
             f"--endpoint={server.url}",
             f"--val-n={val_n}",
             "--concurrency=4",
             "--agenteval-sequential",
-            f"--agenteval-gate={GATE}",
+            *(f"--agenteval-gate={gate}" for gate in gates),
             *args,
             out=out,
         )

@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_agenteval.testing import BernoulliResponder, OpenAITestServer, ServerConfig
-from tests.conftest import TINY_PROBLEMS, read_results
-
-GATE = "aime25.average_at_n >= 0.4 @ 0.95"
-
-
-def rates(*values: float) -> BernoulliResponder:
-    return BernoulliResponder(
-        {p["problem"]: (p["answer"], r) for p, r in zip(TINY_PROBLEMS, values, strict=True)}
-    )
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests.conftest import read_results
+from tests.gates.test_sequential_mode import GATE, rates, sequential_run
 
 
 def run_auto(run_suite, *args):
@@ -56,14 +49,8 @@ def test_under_concurrency_auto_the_decision_stops_the_requests_within_one_a_slo
 
 
 def run_fixed(run_suite, responder, *args, val_n=16):
-    with OpenAITestServer(ServerConfig(script=responder)) as server:
-        result, path = run_suite(
-            f"--endpoint={server.url}",
-            f"--val-n={val_n}",
-            "--concurrency=4",
-            "--agenteval-sequential",
-            *args,
-        )
+    """A sequential run whose gates are in `args`: the result and the results path."""
+    result, path, _ = sequential_run(run_suite, responder, *args, val_n=val_n, gates=())
     return result, path
 
 
