@@ -96,7 +96,11 @@ def test_the_docs_recipe_runs_as_written(
         assert [len(p["generations"]) for p in problems] == [12] * 4 and summary["complete"] is True
     # each "host" ran in its own folder on its rsync copy of the suite (and of pytest, which
     # xdist adds), read /shared's data and cache, and wrote no results or cache of its own
-    copies = sorted(str(p.relative_to(hosts)) for p in hosts.glob("*/aime25/**/*") if p.is_file())
+    copies = sorted(  # what the workers' Python compiled there (without PYTHONDONTWRITEBYTECODE) aside
+        str(p.relative_to(hosts))
+        for p in hosts.glob("*/aime25/**/*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert copies == ["gpu1/aime25/test_aime25.py", "gpu2/aime25/test_aime25.py"]
     assert [p for p in hosts.rglob("*") if p.suffix == ".jsonl" or "agenteval" in p.name] == []
     assert len(list((shared / "agenteval-cache").rglob("*"))) > 0
