@@ -5,6 +5,7 @@ serve. `service` runs each test once per protocol."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,13 +105,43 @@ def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return gguf_tokenizer_dir(embedded_model_path(), tmp_path_factory.mktemp("smol-tokenizer"))
 
 
+class RepeatableSampler:
+    """The services' generator: the embedded SmolLM2, answering a request it has answered
+    before (the same prompt ids and sampling parameters, seed included) with the same
+    sample, as a deterministic server would.
+
+    The services are shared by a test's runs with and without workers, whose requests come
+    in other orders, and llama.cpp's sample depends on the request before it (a reused KV
+    prefix rounds differently, docs/models.md). `LlamaSampler(fresh_prompts=True)` removes
+    that by evaluating every prompt from its first token: measured, it made
+    tests/trio/test_sdk_samplers.py 5x slower (111 s -> 623 s of test time in a loaded full
+    run). Here a first request is generated with prefix reuse and a repeat is answered from
+    memory, so equal generations across runs still mean equal requests: a run that sent
+    another seed or other ids gets a new sample and the comparison fails."""
+
+    def __init__(self, sampler: LlamaSampler) -> None:
+        self.sampler = sampler
+        self.generated = 0  # samples the model generated (misses)
+        self._answers: dict[tuple[tuple[int, ...], Any], Any] = {}
+        self._lock = threading.Lock()
+
+    async def complete_tokens(self, prompt: Any, params: Any) -> Any:
+        key = (tuple(prompt), params)
+        with self._lock:
+            known = self._answers.get(key)
+        if known is not None:
+            return known
+        completion = await self.sampler.complete_tokens(prompt, params)
+        with self._lock:
+            self.generated += 1
+            return self._answers.setdefault(key, completion)  # a concurrent twin: the first kept
+
+
 @pytest.fixture(scope="session")
-def generator() -> Iterator[LlamaSampler]:
-    # fresh prompts: the services are shared by a test's runs with and without workers, whose
-    # requests come in other orders; a reused prefix made a sample depend on the request before
-    sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=4096, fresh_prompts=True)
+def generator() -> Iterator[RepeatableSampler]:
+    sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=4096)
     sampler._load()  # loaded before any server starts: no first request waits on it
-    yield sampler
+    yield RepeatableSampler(sampler)
 
 
 @pytest.fixture
@@ -123,7 +154,7 @@ def service(
     protocol: Protocol,
     base_model: str,
     tokenizer_dir: Path,
-    generator: LlamaSampler,
+    generator: RepeatableSampler,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Callable[..., Any]]:
     """Start this protocol's server with these config overrides; point the SDK at it."""

@@ -74,23 +74,32 @@ def _one_error_line(result: Any) -> str:
 
 @pytest.mark.parametrize("mode", [(), RETOOL], ids=["text-only", "retool"])
 def test_same_generations_with_and_without_workers(
-    run_suite: Any, service: Any, protocol: Any, base_model: str, tokenizer_dir: Any, mode: Any
+    run_suite: Any,
+    service: Any,
+    generator: Any,
+    protocol: Any,
+    base_model: str,
+    tokenizer_dir: Any,
+    mode: Any,
 ) -> None:
     server = service()
     args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, *mode)
     alone, alone_path = run_suite(*args, out="alone.jsonl")
     alone.assert_outcomes(failed=2)  # scored (a 135M model answers wrong), not errored
+    generated = generator.generated
     workers, workers_path = run_suite(*args, "-n", "2", out="workers.jsonl")
     workers.assert_outcomes(failed=2)
     (alone_summary,) = read_results(alone_path)[1]
     # our --concurrency (32) never above the SDK's cap; -n 2 below: 16 a worker, summed
     assert alone_summary["backend"]["sdk_max_in_flight"] == protocol.cap
     assert alone_summary["backend"]["concurrency_slots"] == min(32, protocol.cap)
-    # Whole generations, retool's later turns included: the services' llama.cpp evaluates each
-    # prompt from its first token (conftest `generator`, fresh_prompts), so a sample does not
-    # depend on which request came before, however the two workers' requests interleave.
+    # Whole generations, retool's later turns included: the services answer a request they
+    # have answered before with the same sample (conftest `RepeatableSampler`), so the two
+    # runs agree exactly when -n 2 sent the very requests (ids, parameters, seeds) -n 0 did,
+    # however the two workers' requests interleave: the model generated nothing new for it.
     first = _generations(alone_path)
     assert len(first) == 4 and first == _generations(workers_path)  # 2 x 2
+    assert generator.generated == generated
     problems, (summary,) = read_results(workers_path)
     assert all(not p.get("error") for p in problems)
     assert summary["model"]["backend"] == protocol.scheme and summary["model"]["base_model"] == base_model
