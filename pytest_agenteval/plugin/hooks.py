@@ -42,7 +42,10 @@ from pytest_agenteval.tasks.bfcl_pin import bfcl_eval_version, version_warning
 from pytest_agenteval.tasks.markers import MARKERS
 from pytest_agenteval.tasks.registry import forget_suites, remember
 
-pytest_plugins = ("pytest_agenteval.plugin.remote_args",)  # the args xdist sends to remote workers
+pytest_plugins = (
+    "pytest_agenteval.plugin.remote_args",  # the args xdist sends to remote workers
+    "pytest_agenteval.plugin.quiet",  # no third-party warning on a user's run
+)
 RUNTIME = pytest.StashKey[Runtime]()
 EVALUATING = pytest.StashKey[bool]()  # an evaluation run, on its controller
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
