@@ -9,6 +9,7 @@ import hashlib
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,7 @@ class ServerCore:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.instance = uuid.uuid4().hex[:12]  # the identity /v1/models reports by default
         self.responder = config.responder()
         self.injector = FaultInjector(
             rate=config.fault_rate,
@@ -195,9 +197,16 @@ class ServerCore:
             "object": "model",
             "created": 0,
             "owned_by": "pytest-agenteval",
-            **dict(self.config.model_card),
+            **self.card(),
         }
         return web.json_response({"object": "list", "data": [model]})
+
+    def card(self) -> dict[str, Any]:
+        """The extra fields of the /v1/models entry: the configured ones, else this
+        instance's identity (what answers here is this server, never other weights)."""
+        if self.config.model_card is None:
+            return {"root": f"pytest-agenteval-test-server/{self.instance}"}
+        return dict(self.config.model_card)
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats())
