@@ -35,8 +35,8 @@ class ServerConfig:
     model: str = "mock-model"
     # more fields of the /v1/models entry, e.g. {"root": "/ckpt/step-100", "max_model_len": 4096}
     # (what vLLM reports about the weights); change it with set_model() while the server runs.
-    # None: the server names its own "weights", this instance's replies, as
-    # {"root": "pytest-agenteval-test-server/<instance id>"}, so a run's generation cache knows
+    # None: the server names its own "weights", what it replies, as
+    # {"root": "pytest-agenteval-test-server/<digest>"} (_app.replies_identity), so a run's cache knows
     # them (no --model-revision warning); {}: only id and owned_by, a server that says nothing
     model_card: Mapping[str, Any] | None = None
     system_fingerprint: str | None = None  # set: every reply carries it (OpenAI, llama.cpp do)
