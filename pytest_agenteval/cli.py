@@ -47,8 +47,7 @@ SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
 
 HELP = """usage: pytest-agenteval {names} ...
 
-Tools beside the pytest plugin (runs themselves are `pytest --pyargs pytest_agenteval.suites.NAME`;
-`pytest-agenteval list` shows them).
+Tools beside the pytest plugin (runs themselves are `pytest --pyargs pytest_agenteval.suites.NAME`).
 
 subcommands:
 {rows}
