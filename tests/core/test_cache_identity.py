@@ -13,6 +13,8 @@ from tests.conftest import read_results
 
 STEP_100 = {"root": "/ckpt/step-100", "max_model_len": 4096}
 STEP_200 = {"root": "/ckpt/step-200", "max_model_len": 4096}
+
+
 def warning(url: str) -> str:
     return (
         "WARNING: the generation cache cannot tell which weights answer: /v1/models says nothing "
