@@ -24,16 +24,30 @@ def _merge(argv: list[str]) -> int:
     return main(argv)
 
 
+def _cache(argv: list[str]) -> int:
+    from pytest_agenteval.models.cache_folder import main
+
+    return main(argv)
+
+
+def _list(argv: list[str]) -> int:
+    from pytest_agenteval.tasks.catalog import main
+
+    return main(argv)
+
+
 # subcommand -> (function(argv) -> exit status, what it does)
 SUBCOMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "report": (_report, "compare results files: a Markdown/HTML report with paired differences"),
     "merge": (_merge, "join the results files of a sharded run (--agenteval-shard I/N), then gate"),
     "review": (_review, "a self-contained HTML page to review and rate generations"),
+    "cache": (_cache, "the generation cache: info, prune --older-than 30d, clear"),
+    "list": (_list, "the shipped suites, presets and backends (--json: as data); offline"),
 }
 
 HELP = """usage: pytest-agenteval {names} ...
 
-Tools beside the pytest plugin (runs themselves are `pytest suites/...`).
+Tools beside the pytest plugin (runs themselves are `pytest --pyargs pytest_agenteval.suites.NAME`).
 
 subcommands:
 {rows}

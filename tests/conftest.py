@@ -189,6 +189,13 @@ def _no_proxy_of_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.upper(), raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _own_generation_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test its own generation cache ($AGENTEVAL_CACHE_DIR), never the user's cache
+    folder (the default) nor another test's."""
+    monkeypatch.setenv("AGENTEVAL_CACHE_DIR", str(tmp_path_factory.mktemp("agenteval-cache")))
+
+
 @pytest.fixture
 def tiny_aime(pytester: pytest.Pytester) -> Path:
     # `--dataset-path=...` form: a bare path argument would move pytest's rootdir

@@ -58,6 +58,25 @@ class Suite:
     score_fields: tuple[str, ...] = ()  # Score.fields a results file carries back
     uses_agent: bool = False  # takes the `agenteval_agent` fixture (a user's own agent)
     summarize_reads_texts: bool = False  # `summarize` gets the generations' texts too
+    # The version of what decides the suite's numbers: its prompt, scorer and metrics. Every
+    # results line records it (`suite_version`); `pytest-agenteval report`, `merge` and
+    # `--agenteval-compare` refuse to compare runs of two versions. Bump it with any change
+    # to them, and regenerate the suite's golden file (docs/writing-suites.md).
+    version: str = "1"
+    # What `pytest-agenteval list` shows: a title, the number of problems where it is known
+    # without the data (None: "from the hub"), what the items are grouped by (categories,
+    # levels, topics) and those groups (each a marker), and the options its command needs.
+    title: str = ""
+    size: int | None = None
+    size_from: str = "the suite's metadata"  # where a known size comes from
+    size_unknown: str = "from the hub"  # what `list` says where `known_size()` is None
+    group_kind: str = "categories"
+    groups: tuple[str, ...] = ()
+    command_args: str = ""
+
+    def known_size(self) -> int | None:
+        """The number of problems, found without the network (`size` unless overridden)."""
+        return self.size
 
     def load(self, settings: Settings) -> list[Problem]:
         raise NotImplementedError

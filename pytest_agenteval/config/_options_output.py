@@ -90,6 +90,15 @@ OPTIONS: tuple[Option, ...] = group(
             local=True,
         ),
         Option(
+            "allow_version_change",
+            "--agenteval-allow-version-change",
+            False,
+            "compare with a baseline of another suite version (its prompt, scorer or metrics "
+            "changed); refused without it, and said at start-up with it",
+            bool,
+            local=True,
+        ),
+        Option(
             "length_warn_share",
             "--length-warn-share",
             0.1,

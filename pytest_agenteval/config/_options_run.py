@@ -75,7 +75,8 @@ OPTIONS: tuple[Option, ...] = group(
             "cache_dir",
             "--agenteval-cache-dir",
             None,
-            "generation cache directory (default: <pytest cache dir>/agenteval); may be shared storage",
+            "generation cache directory (default: $AGENTEVAL_CACHE_DIR, else the user cache folder, "
+            "$XDG_CACHE_HOME/pytest-agenteval); may be shared storage",
             local=True,
         ),
         Option(

@@ -123,6 +123,7 @@ if TYPE_CHECKING:
         sequential: bool
         compare: str | None
         compare_tolerance: float
+        allow_version_change: bool
         length_warn_share: float
         progress: str
         # Cache

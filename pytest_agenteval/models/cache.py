@@ -7,7 +7,11 @@ locks. A torn last line (a killed process) is skipped when read; so is a corrupt
 anywhere in a segment (bad checksum, no key, NUL blocks a crash left), and that is said
 once per segment: those generations are simply requested again. A write that fails (the
 disk is full, the folder went read-only) stops caching for the run with one note; the
-generation itself is kept and the run goes on."""
+generation itself is kept and the run goes on.
+
+Readers never take half an entry: a line counts only once whole (its newline is the last
+byte written) and its checksum matches; a segment is only ever appended to, or removed
+whole (models/cache_folder.py: where the folder is, `pytest-agenteval cache`)."""
 
 from __future__ import annotations
 

@@ -65,8 +65,10 @@ def identity_warning(
         if unlisted or not reported
         else f"/v1/models says nothing about the weights behind {name!r}"
     )
+    urls = " and ".join(endpoints)
     return (
-        f"the generation cache cannot tell which weights answer: {said}, so other weights served "
-        f"under the same name and URL would get these cached generations; pass --model-revision "
+        f"the generation cache cannot tell which weights answer: {said}, so its key holds the "
+        f"endpoint URL: the cache is shared only by runs against {urls}, and other weights served "
+        "there under the same name would get these cached generations; pass --model-revision "
         "TEXT naming the weights (e.g. the checkpoint step), or --agenteval-no-cache"
     )

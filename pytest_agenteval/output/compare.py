@@ -78,11 +78,18 @@ def load_baseline(path: Path) -> dict[str, dict[str, float]]:
 
 
 def check_baseline(
-    path: Path, baseline: Mapping[str, Mapping[str, float]], samples: Mapping[str, int]
-) -> None:
+    path: Path,
+    baseline: Mapping[str, Mapping[str, float]],
+    samples: Mapping[str, int],
+    versions: Mapping[str, str] | None = None,
+    allow_version_change: bool = False,
+    flag: str = "--agenteval-allow-version-change",
+) -> list[str]:
     """At start-up, with the selected suites known (suite -> its N): a baseline without one
     of them, or with another N, is refused by the rule `pytest-agenteval report` refuses
-    mixed runs with (`report.runs.differing_aspect`)."""
+    mixed runs with (`report.runs.differing_aspect`). A baseline of another suite version
+    (`versions`: suite -> this run's) is refused too, unless `allow_version_change`: then the
+    returned lines say which versions are compared."""
     from pytest_agenteval.report.runs import ReportError, differing_aspect, load_run, show_aspect
 
     missing = sorted(name for name in samples if name not in baseline)
@@ -95,6 +102,21 @@ def check_baseline(
         summaries = {name: suite.summary for name, suite in load_run(path).suites.items()}
     except ReportError:  # no summary line (an unfinished run): its problems still compare
         summaries = {}
+    notes = []
+    for name, version in sorted((versions or {}).items()):
+        theirs = summaries.get(name)
+        if theirs is None or differing_aspect({"suite_version": version}, theirs, ("version",)) is None:
+            continue
+        said = (
+            f"{name} version differs: this run has version {version}, the baseline has "
+            f"{show_aspect('version', theirs)}"
+        )
+        if not allow_version_change:
+            raise BaselineError(
+                f"--agenteval-compare {path}: not comparable: {said} (its prompt, scorer or metrics "
+                f"changed); give a baseline of this version, or pass {flag}"
+            )
+        notes.append(f"{flag}: comparing across versions: {said}")
     for name, n in sorted(samples.items()):
         theirs = summaries.get(name)
         if theirs is not None and differing_aspect({"val_n": n}, theirs, ("N",)) is not None:
@@ -103,6 +125,7 @@ def check_baseline(
                 f"baseline has {show_aspect('N', theirs)}; pass --val-n {theirs.get('val_n')} or give a "
                 f"baseline with N={n}"
             )
+    return notes
 
 
 def compare(

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 from pytest_agenteval.api.records import GenerationRecord, ProblemRecord, problem_from_dict, without_texts
 from pytest_agenteval.config.settings import Settings, one_model_path
 from pytest_agenteval.config.table import OPTIONS
-from pytest_agenteval.output import ci, terminal
+from pytest_agenteval.output import ci, merge_checks, terminal
 from pytest_agenteval.output.compare import BaselineError, Comparison, check_baseline, compare, load_baseline
 from pytest_agenteval.output.cost import merged_cost
 from pytest_agenteval.output.gate import GateError, GateResult, evaluate_gate, parse_gate
@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         "--agenteval-compare-tolerance", dest="tolerance", type=float, default=None, help="as in a run"
     )
     parser.add_argument("--junitxml", type=Path, help="write a JUnit XML file, as pytest --junitxml does")
+    parser.add_argument("--allow-version-change", action="store_true", help="across suite versions")
     return parser
 
 
@@ -190,6 +191,7 @@ def run_merge(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.compare) if args.compare else None
     merged = read_shards(args.shards)
     first = check_shards(merged.shards)
+    merge_checks.say(merge_checks.check_versions(merged.shards, args.allow_version_change))
     for checked in merged.shards:  # the node ids were for the checks: two per problem, let go
         checked.records.clear()
         for summary in checked.summaries:
@@ -225,7 +227,11 @@ def _finish(
 ) -> int:
     by_suite, whole = _records(merged, lines)
     if baseline is not None:
-        check_baseline(args.compare, baseline, {n: r[0].val_n for n, r in by_suite.items() if r})
+        samples, versions = (
+            {n: r[0].val_n for n, r in by_suite.items() if r},
+            merge_checks.versions_of(by_suite, args),
+        )
+        merge_checks.say(check_baseline(args.compare, baseline, samples, **versions))
     run, missing, interrupted = _run_facts(merged.shards)
     shard_summaries = [s for shard in merged.shards for s in shard.summaries]
     run = dataclasses.replace(

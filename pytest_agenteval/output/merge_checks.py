@@ -4,13 +4,15 @@ duplicated or conflicting shard."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output.summary import VOLATILE_MODEL_FIELDS, selection_hash
+from pytest_agenteval.tasks.registry import suite_by_name
 
 
 class MergeError(ValueError):
@@ -70,6 +72,60 @@ def _check_is_shard(shard: ShardFile) -> None:
         )
     if any(o["index"] != objects[0]["index"] or o["count"] != objects[0]["count"] for o in objects):
         raise MergeError(f"{shard.path}: its summaries name different shards; is it two files joined?")
+
+
+ALLOW = "--allow-version-change"
+
+
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """The version of each suite as installed here (what a merge recomputes with)."""
+    return {name: suite_by_name(name).version for name in names}
+
+
+def versions_of(names: Iterable[str], args: Any) -> dict[str, Any]:
+    """`check_baseline`'s version arguments in a merge."""
+    return {
+        "versions": installed_versions(names),
+        "allow_version_change": args.allow_version_change,
+        "flag": ALLOW,
+    }
+
+
+def say(notes: Sequence[str]) -> None:
+    for note in notes:
+        print(f"pytest-agenteval merge: {note}", file=sys.stderr)
+
+
+def check_versions(shards: Sequence[ShardFile], allow: bool) -> list[str]:
+    """Shards of one suite ran one version of it; merging recomputes the metrics with the
+    installed suite, so another installed version is refused unless `allow` (then the
+    returned lines say so). A shard from before versions (no suite_version) is not checked."""
+    installed = installed_versions({s["suite"] for shard in shards for s in shard.summaries})
+    seen: dict[str, tuple[str, ShardFile]] = {}
+    notes = []
+    for shard in shards:
+        for summary in shard.summaries:
+            name, version = summary["suite"], summary.get("suite_version")
+            if version is None:
+                continue
+            if name in seen and seen[name][0] != version:
+                raise MergeError(
+                    f"{seen[name][1].label} and {shard.label} ran {name} version {seen[name][0]} and "
+                    f"version {version}; merge the shards of one version"
+                )
+            seen.setdefault(name, (version, shard))
+    for name, (version, _) in sorted(seen.items()):
+        mine = installed.get(name)
+        if mine is None or mine == version:
+            continue
+        said = f"the shards ran {name} version {version}, this installation's {name} is version {mine}"
+        if not allow:
+            raise MergeError(
+                f"{said} (its prompt, scorer or metrics changed); merge with the version that ran them, "
+                f"or pass {ALLOW} to recompute with this one"
+            )
+        notes.append(f"{ALLOW}: {said}; its metrics are recomputed with version {mine}")
+    return notes
 
 
 def _check_same(first: ShardFile, other: ShardFile) -> None:

@@ -13,6 +13,7 @@ in the temporary directory. Each says so in one note."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -56,12 +57,20 @@ def default_out_path(suites: Iterable[str], model_label: str, started: float) ->
 
 
 def check_writable(path: Path) -> None:
-    """Fail at start-up, not after hours of generation: raises OSError."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    probe = path.parent / f".{path.name}.probe-{os.getpid()}"
-    with probe.open("w"):
-        pass
-    probe.unlink()
+    """Fail at start-up, not after hours of generation: raises OSError. The folders it
+    made for the probe are removed again: a run that writes nothing (every item deselected,
+    a usage error later on) leaves no empty results folder; the writer makes them."""
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.parent / f".{path.name}.probe-{os.getpid()}"
+        with probe.open("w"):
+            pass
+        probe.unlink()
+    finally:
+        for folder in made:  # innermost first
+            with contextlib.suppress(OSError):  # another run's file is in it by now: it stays
+                folder.rmdir()
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
 

@@ -95,6 +95,7 @@ def suite_summary(
     summary = {
         "type": "summary",
         "suite": name,
+        "suite_version": suite.version,  # its prompt, scorer and metrics (api.Suite.version)
         "dataset": described.get("dataset", name),
         "mode": described.get("mode"),
         "base_model": run.base_model,

@@ -264,11 +264,17 @@ def check_selection(
         from pytest_agenteval.output.compare import BaselineError, check_baseline
 
         try:
-            check_baseline(
-                Path(settings.compare), baseline, {n: s.samples(settings) for n, s in suites.items()}
+            notes = check_baseline(
+                Path(settings.compare),
+                baseline,
+                {n: s.samples(settings) for n, s in suites.items()},
+                {n: s.version for n, s in suites.items()},
+                settings.allow_version_change,
             )
         except BaselineError as exc:
             raise pytest.UsageError(str(exc)) from None
+        for note in notes:  # the flag allowed it: said where the run starts
+            sys.stderr.write(f"agenteval: {note}\n")
     if not complete:
         return []  # a suite not known here may read any option
     tags = {suite_tag(builtin_kind(suite), name, settings.mode) for name, suite in suites.items()}

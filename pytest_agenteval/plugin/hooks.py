@@ -22,6 +22,7 @@ from pytest_agenteval.models import (
     choose_model,
     identity_warning,
 )
+from pytest_agenteval.models.cache_folder import cache_directory
 from pytest_agenteval.models.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
 from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, sequential, shards, sweep
@@ -42,7 +43,10 @@ from pytest_agenteval.tasks.bfcl_pin import bfcl_eval_version, version_warning
 from pytest_agenteval.tasks.markers import MARKERS
 from pytest_agenteval.tasks.registry import forget_suites, remember
 
-pytest_plugins = ("pytest_agenteval.plugin.remote_args",)  # the args xdist sends to remote workers
+pytest_plugins = (
+    "pytest_agenteval.plugin.remote_args",  # the args xdist sends to remote workers
+    "pytest_agenteval.plugin.quiet",  # no third-party warning on a user's run
+)
 RUNTIME = pytest.StashKey[Runtime]()
 EVALUATING = pytest.StashKey[bool]()  # an evaluation run, on its controller
 LAUNCH = pytest.StashKey[Any]()  # serving.session.Launch: the servers this run started
@@ -219,15 +223,11 @@ def _say(line: str) -> None:
 
 
 def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:
-    """--agenteval-cache-dir, else a folder in pytest's cache dir (.pytest_cache)."""
+    """--agenteval-cache-dir, else $AGENTEVAL_CACHE_DIR, else the user cache folder; never
+    under pytest's rootdir, which moves with how a path option is spelled."""
     if settings.no_cache:
         return None
-    if settings.cache_dir:
-        return Path(settings.cache_dir).expanduser()
-    cache = getattr(config, "cache", None)
-    if cache is not None:
-        return Path(cache.mkdir("agenteval"))
-    return config.rootpath / ".pytest_cache" / "d" / "agenteval"
+    return cache_directory(settings.cache_dir)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own header

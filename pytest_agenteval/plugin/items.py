@@ -4,6 +4,7 @@ queue of items this process will run next (what the engine prefetches)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,25 @@ def in_use(config: pytest.Config, settings: options.Settings) -> bool:
 
 def suite_files(config: pytest.Config) -> Iterator[Path]:
     """The test files under the run's paths that declare `agenteval_suite`."""
-    paths = [Path(arg.split("::")[0]) for arg in config.args] or [config.rootpath]
+    paths = [_arg_path(config, arg.split("::")[0]) for arg in config.args] or [config.rootpath]
     patterns = config.getini("python_files") or ["test_*.py"]
     for path in paths:
         files = [path] if path.is_file() else [f for pattern in patterns for f in _walk(path, pattern)]
         yield from (f for f in files if declares_suite(f))
+
+
+def _arg_path(config: pytest.Config, arg: str) -> Path:
+    """A command-line path, or under --pyargs a package or module name
+    (`pytest_agenteval.suites.aime25`) as the folder or file pytest collects for it."""
+    if getattr(config.option, "pyargs", False) and not Path(arg).exists():
+        try:
+            spec = importlib.util.find_spec(arg)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin not in (None, "namespace", "built-in", "frozen"):
+            origin = Path(spec.origin)
+            return origin.parent if spec.submodule_search_locations else origin
+    return Path(arg)
 
 
 def _walk(folder: Path, pattern: str) -> Iterator[Path]:
@@ -71,6 +86,10 @@ def declares_suite(path: Path) -> bool:
     except SyntaxError:
         return False
     for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and any(
+            (alias.asname or alias.name) == SUITE_ATTRIBUTE for alias in node.names
+        ):
+            return True  # a thin file over a shipped suite (the repository's suites/)
         targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
         if any(isinstance(t, ast.Name) and t.id == SUITE_ATTRIBUTE for t in targets):
             return True

@@ -87,7 +87,12 @@ def _selection(summary: Mapping[str, Any]) -> Any:
     return tuple(sorted((k, str(v)) for k, v in selection.items()))
 
 
-_ASPECTS = (("N", lambda s: s.get("val_n")), ("dataset", _dataset), ("selection", _selection))
+_ASPECTS = (
+    ("version", lambda s: s.get("suite_version")),  # a file from before versions: unknown, not checked
+    ("N", lambda s: s.get("val_n")),
+    ("dataset", _dataset),
+    ("selection", _selection),
+)
 
 
 def mixed_reason(runs: Sequence[Run]) -> str | None:
@@ -110,18 +115,24 @@ def mixed_reason(runs: Sequence[Run]) -> str | None:
 
 
 def differing_aspect(
-    mine: Mapping[str, Any], theirs: Mapping[str, Any], aspects: Sequence[str] = ("N", "dataset", "selection")
+    mine: Mapping[str, Any],
+    theirs: Mapping[str, Any],
+    aspects: Sequence[str] = ("version", "N", "dataset", "selection"),
 ) -> str | None:
     """The first aspect (of `aspects`) in which two summaries of one suite differ: the rule
     by which a report refuses mixed runs and `--agenteval-compare` a baseline at start-up
     (where only N is known yet: `{"val_n": N}`)."""
     for aspect, read in _ASPECTS:
+        if aspect == "version" and (read(mine) is None or read(theirs) is None):
+            continue
         if aspect in aspects and read(mine) != read(theirs):
             return aspect
     return None
 
 
 def show_aspect(aspect: str, summary: Mapping[str, Any]) -> str:
+    if aspect == "version":
+        return f"version {summary.get('suite_version')}"
     if aspect == "N":
         return f"N={summary.get('val_n')}"
     if aspect == "selection":

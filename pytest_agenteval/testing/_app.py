@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -82,11 +83,32 @@ class _Attempt:
         }
 
 
+def replies_identity(config: ServerConfig) -> str:
+    """What decides the text of this server's replies, as a short digest: the model name,
+    the answer or answers, the script (by its qualified name) and the reasoning split.
+    Faults, latency and limits leave it alone: a flaky replica plays the same "weights"."""
+
+    def named(value: Any) -> Any:
+        if callable(value):
+            qualname = getattr(value, "__qualname__", type(value).__qualname__)
+            return f"{getattr(value, '__module__', '')}.{qualname}"
+        if isinstance(value, re.Pattern):
+            return value.pattern
+        if isinstance(value, Mapping):
+            return sorted((str(named(k)), str(named(v))) for k, v in value.items())
+        return value
+
+    parts = [config.model, config.answer, named(config.answers), named(config.script)]
+    parts += [config.reasoning_parser, config.reasoning_field]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
 class ServerCore:
     """State shared by the threaded, async and CLI front ends."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.identity = replies_identity(config)  # what /v1/models reports by default
         self.responder = config.responder()
         self.injector = FaultInjector(
             rate=config.fault_rate,
@@ -195,9 +217,16 @@ class ServerCore:
             "object": "model",
             "created": 0,
             "owned_by": "pytest-agenteval",
-            **dict(self.config.model_card),
+            **self.card(),
         }
         return web.json_response({"object": "list", "data": [model]})
+
+    def card(self) -> dict[str, Any]:
+        """The extra fields of the /v1/models entry: the configured ones, else the identity
+        of what this server replies (`replies_identity`)."""
+        if self.config.model_card is None:
+            return {"root": f"pytest-agenteval-test-server/{self.identity}"}
+        return dict(self.config.model_card)
 
     async def _stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.stats())

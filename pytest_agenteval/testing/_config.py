@@ -34,8 +34,11 @@ class ServerConfig:
     port: int = 0  # 0 = ephemeral
     model: str = "mock-model"
     # more fields of the /v1/models entry, e.g. {"root": "/ckpt/step-100", "max_model_len": 4096}
-    # (what vLLM reports about the weights); change it with set_model() while the server runs
-    model_card: Mapping[str, Any] = field(default_factory=dict)
+    # (what vLLM reports about the weights); change it with set_model() while the server runs.
+    # None: the server names its own "weights", what it replies, as
+    # {"root": "pytest-agenteval-test-server/<digest>"} (_app.replies_identity), so a run's cache knows
+    # them (no --model-revision warning); {}: only id and owned_by, a server that says nothing
+    model_card: Mapping[str, Any] | None = None
     system_fingerprint: str | None = None  # set: every reply carries it (OpenAI, llama.cpp do)
     strict_model: bool = False  # True: unknown model names get a 404 model_not_found
     api_key: str | None = None  # set: require "Authorization: Bearer <api_key>"

@@ -69,8 +69,10 @@ class _ServerHandle:
     def set_model(self, system_fingerprint: str | None = None, **card: Any) -> None:
         """Serve other weights behind the same URL and name from the next request on:
         `card` replaces the extra fields of the /v1/models entry (e.g. `root=`,
-        `max_model_len=`), `system_fingerprint` what every reply carries."""
-        self.config.model_card = dict(card)
+        `max_model_len=`), `system_fingerprint` what every reply carries. Without `card`, a
+        server reporting its own identity (the default) keeps it."""
+        if card or self.config.model_card is not None:
+            self.config.model_card = dict(card)
         self.config.system_fingerprint = system_fingerprint
 
     def reset(self) -> None:

@@ -59,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="loopback only")
     p.add_argument("--port", type=int, default=0, help="0 = ephemeral")
     p.add_argument("--model", default="mock-model")
-    p.add_argument("--model-card", type=json.loads, default={}, help="more /v1/models entry fields, as JSON")
+    p.add_argument(
+        "--model-card",
+        type=json.loads,
+        default=None,
+        help="more /v1/models entry fields, as JSON (default: the server's own identity, a root field)",
+    )
     p.add_argument("--system-fingerprint", default=None, help="every reply carries it")
     p.add_argument("--strict-model", action="store_true", help="404 for other model names")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
@@ -121,7 +126,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         host=args.host,
         port=args.port,
         model=args.model,
-        model_card=dict(args.model_card),
+        model_card=None if args.model_card is None else dict(args.model_card),
         system_fingerprint=args.system_fingerprint,
         strict_model=args.strict_model,
         api_key=args.api_key,

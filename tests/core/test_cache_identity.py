@@ -13,12 +13,16 @@ from tests.conftest import read_results
 
 STEP_100 = {"root": "/ckpt/step-100", "max_model_len": 4096}
 STEP_200 = {"root": "/ckpt/step-200", "max_model_len": 4096}
-WARNING = (
-    "WARNING: the generation cache cannot tell which weights answer: /v1/models says nothing "
-    "about the weights behind 'mock-model', so other weights served under the same name and URL "
-    "would get these cached generations; pass --model-revision TEXT naming the weights (e.g. the "
-    "checkpoint step), or --agenteval-no-cache"
-)
+
+
+def warning(url: str) -> str:
+    return (
+        "WARNING: the generation cache cannot tell which weights answer: /v1/models says nothing "
+        "about the weights behind 'mock-model', so its key holds the endpoint URL: the cache is "
+        f"shared only by runs against {url}, and other weights served there under the same name "
+        "would get these cached generations; pass --model-revision TEXT naming the weights (e.g. "
+        "the checkpoint step), or --agenteval-no-cache"
+    )
 
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
@@ -40,12 +44,12 @@ def test_new_weights_behind_the_same_url_and_name_get_no_cached_generation(
     assert summary["requests"] == {"generations": 8, "attempts": 8, "retries": 0, "cached_generations": 0}
     assert summary["model"]["reported"] == [{"id": "mock-model", "owned_by": "pytest-agenteval", **STEP_200}]
     assert read_results(again)[1][0]["requests"]["cached_generations"] == 8
-    assert WARNING not in result.stdout.str()  # root names the weights
+    assert "cannot tell which weights" not in result.stdout.str()  # root names the weights
 
 
 def test_model_revision_is_part_of_the_key_and_of_the_results(run_suite, pytester: pytest.Pytester) -> None:
     cache = f"--agenteval-cache-dir={pytester.path / 'cache'}"
-    with OpenAITestServer(ServerConfig()) as server:  # reports only the name
+    with OpenAITestServer(ServerConfig(model_card={})) as server:  # reports only the name
         run_suite(f"--endpoint={server.url}", "--val-n=1", cache, "--model-revision=step-100", out="a.jsonl")
         run_suite(f"--endpoint={server.url}", "--val-n=1", cache, "--model-revision=step-200", out="b.jsonl")
         _, out = run_suite(f"--endpoint={server.url}", "--val-n=1", cache, "--model-revision=step-200")
@@ -65,8 +69,17 @@ def test_model_revision_is_part_of_the_key_and_of_the_results(run_suite, pyteste
         (STEP_100, (), False),  # vLLM's root: the weights path
         # llama.cpp's server: meta is the same for every checkpoint of one run (it was no warning)
         ({"meta": {"n_params": 135000000, "size": 270000000}}, (), True),
+        (None, (), False),  # the package's test server names its own replies: no warning
     ],
-    ids=["name-only", "max-model-len-only", "model-revision", "no-cache", "root", "llama-cpp-meta"],
+    ids=[
+        "name-only",
+        "max-model-len-only",
+        "model-revision",
+        "no-cache",
+        "root",
+        "llama-cpp-meta",
+        "test-server-identity",
+    ],
 )
 def test_a_start_up_line_when_nothing_names_the_weights(
     run_suite, pytester: pytest.Pytester, card: dict, extra: tuple[str, ...], warned: bool
@@ -75,7 +88,7 @@ def test_a_start_up_line_when_nothing_names_the_weights(
     with OpenAITestServer(ServerConfig(model_card=card)) as server:
         result, _ = run_suite(f"--endpoint={server.url}", "--val-n=1", "--limit=1", cache, *extra)
     assert result.ret == 0
-    assert (WARNING in result.stdout.lines) is warned
+    assert (warning(server.url) in result.stdout.lines) is warned
 
 
 @pytest.mark.parametrize(

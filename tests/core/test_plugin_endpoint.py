@@ -16,6 +16,8 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         requests = server.requests
     result.assert_outcomes(passed=2, failed=2)
     problems, (summary,) = read_results(out)
+    server_root = summary["model"]["reported"][0].get("root", "")
+    assert server_root.startswith("pytest-agenteval-test-server/")
     assert sorted(r["seed"] for r in requests) == sorted(
         sample_seed(42, pid, j) for pid in range(4) for j in range(3)
     )
@@ -27,8 +29,9 @@ def test_endpoint_run_sends_one_request_per_sample_with_its_seed(run_suite) -> N
         "name": "mock-model",
         "display": "mock-model (openai)",  # how the terminal names it
         "endpoints": [server.url],
-        "reported": [{"id": "mock-model", "owned_by": "pytest-agenteval"}],  # its /v1/models entry
-        "weights_identified": False,
+        # its /v1/models entry: the test server names its own replies (this instance)
+        "reported": [{"id": "mock-model", "owned_by": "pytest-agenteval", "root": server_root}],
+        "weights_identified": True,
         "api_key_env": "OPENAI_API_KEY",
         "token_counter": "the server's tokenizer where it has /tokenize or /extras/tokenize, else an "
         "estimate (each generation records which: token_counting)",

@@ -17,7 +17,7 @@ def test_review_is_a_subcommand() -> None:
 
 def test_no_subcommand_prints_usage(capsys) -> None:
     assert main([]) == 2
-    assert "usage: pytest-agenteval {merge, report, review}" in capsys.readouterr().err
+    assert "usage: pytest-agenteval {cache, list, merge, report, review}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -32,9 +32,11 @@ def test_help_lists_the_subcommands_and_exits_zero(flag: str) -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     lines = done.stdout.splitlines()
-    assert lines[0] == "usage: pytest-agenteval {merge, report, review} ..."
-    assert lines[4:8] == [
+    assert lines[0] == "usage: pytest-agenteval {cache, list, merge, report, review} ..."
+    assert lines[4:10] == [
         "subcommands:",
+        "  cache    the generation cache: info, prune --older-than 30d, clear",
+        "  list     the shipped suites, presets and backends (--json: as data); offline",
         "  merge    join the results files of a sharded run (--agenteval-shard I/N), then gate",
         "  report   compare results files: a Markdown/HTML report with paired differences",
         "  review   a self-contained HTML page to review and rate generations",

@@ -141,7 +141,7 @@ def run_block(block: Block, cwd: Path, log: Path) -> int | None:
         process = subprocess.Popen(
             ["bash", "-euo", "pipefail", "-c", block.script],
             cwd=cwd,
-            env=block_environment(),
+            env={**block_environment(), "TMPDIR": str(log.parent)},  # a block's mktemp -d stays in the test's
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -29,6 +29,11 @@ def text_only_messages(problem: str) -> list[dict[str, str]]:
 class Aime25(Suite):
     name = "aime25"
     markers = {"aime25": "AIME 2025 problems (suite aime25)"}
+    version = "1"  # the lab's prompts (text-only, ReTool), the boxed/math-verify scorers, avg@N
+    title = "AIME 2025 (I and II): integer answers, text-only or the ReTool tool loop"
+    size = 30  # the contest's 30 problems (yentinglin/aime_2025 on the hub, or --dataset-path)
+    size_from = "AIME I and II, 15 problems each"
+    command_args = "--mode text-only"
     score_fields = ("predicted_answer", "boxed_answer", "reward_boxed", "scorers_disagree", "scorer")
 
     def _source(self, settings: Settings) -> tuple[str, str]:

@@ -42,6 +42,7 @@ from pytest_agenteval.tasks.bfcl._progressive import next_stage, progressive_sta
 from pytest_agenteval.tasks.bfcl._prompt import native_messages, native_tools, prompt_messages
 from pytest_agenteval.tasks.bfcl._score import BfclScore, score_text, score_tool_calls
 from pytest_agenteval.tasks.bfcl.export import evaluate_command, export_model_name, export_official_results
+from pytest_agenteval.tasks.markers import BFCL_ALL_CATEGORIES
 
 LEADERBOARD_TEMPERATURE = 0.001  # bfcl-eval's default when the user sets none
 DEFAULT_MAX_TOKENS = 1024
@@ -125,6 +126,26 @@ def parse_weights(text: str | None) -> dict[str, float] | None:
 
 class Bfcl(Suite):
     name = "bfcl"
+    version = "1"  # the leaderboard's prompts, the official checkers' verdicts, accuracy per group
+    title = "BFCL v4: function calling, the official checkers' verdicts"
+    size_from = "entries in the installed bfcl-eval's data files"
+    size_unknown = "from bfcl-eval (pip install --no-deps bfcl-eval==2026.3.23)"
+    groups = BFCL_ALL_CATEGORIES  # each a marker, with the groups (simple, live, multi_turn...)
+    command_args = '-m "non_live or live" --limit-per-category 2'
+
+    def known_size(self) -> int | None:
+        """The entries of the installed bfcl-eval's data files (lines, offline; memory's are
+        played once per backend), if it is installed."""
+        try:
+            root = find_data_dir(None)
+        except BfclDataError:
+            return None
+        total = 0
+        for path in sorted(root.glob("BFCL_v4_*.json")):
+            with path.open("rb") as handle:
+                total += sum(1 for line in handle if line.strip())
+        return total
+
     score_fields = SCORE_FIELDS
 
     def load(self, settings: Settings) -> list[Problem]:

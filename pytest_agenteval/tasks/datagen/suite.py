@@ -53,6 +53,12 @@ NO_DATA_REASON = (
 class Datagen(Suite):
     name = "datagen"
     markers = {"datagen": "generated problems (suite datagen)"}
+    version = "1"  # the judges' prompts and verdicts, the win rates and checks
+    title = "Generated-data quality: LLM judges, win rates, judge-free checks"
+    size_unknown = "your file (--datagen-path FILE.jsonl)"
+    group_kind = "topics"
+    groups = ("algebra", "geometry", "number_theory", "combinatorics", "probability", "other_topic")
+    command_args = "--datagen-path FILE.jsonl"
     score_fields = SCORE_FIELDS
 
     def __init__(self) -> None:

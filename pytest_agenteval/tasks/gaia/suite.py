@@ -25,6 +25,11 @@ SCORE_FIELDS = ("model_answer", "extraction", "rule", "reason", "scored")
 
 class Gaia(Suite):
     name = "gaia"
+    version = "1"  # the default agent's prompt, the official quasi-exact-match scorer, per level
+    title = "GAIA: assistant tasks with files and tools, by level (gated on the hub: HF_TOKEN)"
+    size_unknown = "from the hub (gated: HF_TOKEN), or --gaia-path DIR"
+    group_kind = "levels"
+    groups = ("level1", "level2", "level3")
     score_fields = SCORE_FIELDS
     uses_agent = True
 

@@ -1,0 +1,1 @@
+"""The shipped bfcl suite: `pytest --pyargs pytest_agenteval.suites.bfcl`."""

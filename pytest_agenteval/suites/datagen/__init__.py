@@ -1,0 +1,1 @@
+"""The shipped datagen suite: `pytest --pyargs pytest_agenteval.suites.datagen`."""

@@ -1,0 +1,1 @@
+"""The shipped gaia suite: `pytest --pyargs pytest_agenteval.suites.gaia`."""

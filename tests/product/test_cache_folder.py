@@ -1,0 +1,145 @@
+"""The generation cache does not move with pytest's rootdir (issue 33): it lives in the
+user cache folder ($XDG_CACHE_HOME/pytest-agenteval), $AGENTEVAL_CACHE_DIR or
+--agenteval-cache-dir; two processes share one folder and no reader takes half an entry;
+`pytest-agenteval cache info | prune | clear` manage it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.cli import main as cli
+from pytest_agenteval.models.cache import GenerationCache
+from pytest_agenteval.models.cache_folder import cache_directory, parse_age, prune, usage
+from pytest_agenteval.testing import OpenAITestServer, ServerConfig
+from tests.conftest import TINY_PROBLEMS, read_results, working_directory, write_jsonl
+
+AIME = ("--pyargs", "pytest_agenteval.suites.aime25", "--mode=text-only", "--val-n=2")
+
+
+@pytest.fixture
+def user_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No $AGENTEVAL_CACHE_DIR: the default folder, under a $XDG_CACHE_HOME of the test's."""
+    monkeypatch.delenv("AGENTEVAL_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "pytest-agenteval"
+
+
+def test_the_folder_is_the_option_else_the_variable_else_the_user_cache(
+    user_cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert cache_directory() == user_cache
+    monkeypatch.setenv("AGENTEVAL_CACHE_DIR", str(tmp_path / "env"))
+    assert cache_directory() == tmp_path / "env"
+    assert cache_directory(str(tmp_path / "opt")) == tmp_path / "opt"
+
+
+def test_how_a_path_option_is_spelled_does_not_move_the_cache(
+    user_cache: Path, pytester: pytest.Pytester
+) -> None:
+    """`--dataset-path ../other/x.jsonl` (its own argument) makes pytest take ../other as
+    the rootdir; the cache lived under the rootdir, so that spelling regenerated (and on a
+    paid API re-paid) every generation that `--dataset-path=../other/x.jsonl` had cached."""
+    for name in ("a", "b", "c"):
+        (pytester.path / name).mkdir()
+    (pytester.path / "other").mkdir()
+    write_jsonl(pytester.path / "other" / "x.jsonl", TINY_PROBLEMS[:2])
+    with OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server:
+        counts = []
+        for folder, spelling in (
+            ("a", ["--dataset-path=../other/x.jsonl"]),
+            ("b", ["--dataset-path", "../other/x.jsonl"]),
+            ("c", ["--dataset-path=../other/x.jsonl"]),
+        ):
+            before = len(server.requests)
+            with working_directory(pytester.path / folder):
+                result = pytester.runpytest_inprocess(
+                    *AIME, *spelling, f"--endpoint={server.url}", "--agenteval-out=r.jsonl"
+                )
+            assert result.ret == 1  # problem 1 is unsolved
+            assert "cannot tell which weights" not in result.stdout.str()  # the server names itself
+            counts.append(len(server.requests) - before)
+    assert counts == [4, 0, 0]
+    (summary,) = read_results(pytester.path / "b" / "r.jsonl")[1]
+    assert summary["requests"]["cached_generations"] == 4
+    assert usage(user_cache).entries == 4
+
+
+WRITER = """
+import hashlib, sys
+from pathlib import Path
+from pytest_agenteval.models.cache import GenerationCache
+
+folder, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+cache = GenerationCache(folder)
+for i in range(count):  # 40-80 KB a line: a reader often finds one half written
+    cache.put(hashlib.sha256(f"{name}-{i}".encode()).hexdigest(), {"writer": name, "text": name * 20000})
+cache.close()
+"""
+
+
+def _key(name: str, i: int) -> str:
+    return hashlib.sha256(f"{name}-{i}".encode()).hexdigest()
+
+
+def test_two_processes_write_one_folder_while_a_reader_never_takes_half_an_entry(tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(folder), name, "150"]) for name in ("ab", "cdef")
+    ]
+    keys = [_key(name, i) for name in ("ab", "cdef") for i in range(150)]
+    reader = GenerationCache(folder)
+    looks = 0
+    while any(w.poll() is None for w in writers):
+        reader.refresh()
+        looks += 1
+        for key in keys:
+            if key in reader:  # every entry a reader indexed reads whole
+                value = reader.get(key)
+                assert value is not None and value["text"] == value["writer"] * 20000
+    assert [w.wait() for w in writers] == [0, 0]
+    after = GenerationCache(folder)
+    assert (len(after), after.notes, reader.notes) == (300, [], [])
+    assert usage(folder).entries == 300 and usage(folder).segments == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("45s", 45), ("2w", 1209600)]
+)
+def test_ages(text: str, seconds: float) -> None:
+    assert parse_age(text) == seconds
+
+
+def test_cache_info_prune_and_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "c"
+    old = GenerationCache(folder)
+    for i in range(3):
+        old.put(f"{i:064x}", {"i": i})
+    old.close()
+    (old_segment,) = folder.glob("*.jsonl")
+    month_ago = time.time() - 31 * 86400
+    os.utime(old_segment, (month_ago, month_ago))
+    new = GenerationCache(folder)
+    new.put(f"{9:064x}", {"i": 9})
+    new.close()
+    (folder / "model-hashes.json").write_text("{}")
+    dir_arg = f"--agenteval-cache-dir={folder}"
+    assert cli(["cache", "info", dir_arg]) == 0
+    out = capsys.readouterr().out
+    assert f"cache folder: {folder} (--agenteval-cache-dir)" in out
+    assert "generations:  4 entries in 2 segment(s)" in out
+    assert cli(["cache", "prune", "--older-than", "30d", dir_arg]) == 0
+    assert capsys.readouterr().out.startswith("pruned 1 segment(s)")
+    assert (usage(folder).entries, old_segment.exists()) == (1, False)
+    assert prune(folder, 30 * 86400) == (0, 0)
+    assert cli(["cache", "prune", "--older-than", "soon", dir_arg]) == 2
+    assert "--older-than 'soon': give a number and a unit" in capsys.readouterr().err
+    assert cli(["cache", "clear", dir_arg]) == 0
+    assert list(folder.iterdir()) == []

@@ -1,0 +1,130 @@
+"""The installed product end to end (issue 33): build the wheel, install it into a fresh
+virtual environment outside the checkout (its dependencies from PyPI through pip's cache,
+`bfcl-eval==2026.3.23 --no-deps` for BFCL's data, no llama.cpp), start the package's own
+test server from it, and from empty folders:
+
+- run AIME25 (text-only) and BFCL (`-m irrelevance`) by name;
+- rerun them from another empty folder, with `--dataset-path X` and `--dataset-path=X`:
+  0 new requests (the cache is the user's, not the rootdir's);
+- run `pytest-agenteval list`;
+- and find no warning line in any of it.
+
+It needs PyPI (or a pip cache that holds every dependency) and minutes, so it runs only
+when asked: `AGENTEVAL_WHEEL_TEST=1 python -m pytest tests/product/test_wheel.py`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_PROBLEMS, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(
+    os.environ.get("AGENTEVAL_WHEEL_TEST") != "1",
+    reason="builds and installs the wheel (PyPI or a warm pip cache, minutes): AGENTEVAL_WHEEL_TEST=1",
+)
+WARNING = re.compile(r"Warning\b|WARNING|warnings summary")
+
+
+def _sh(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> str:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    assert done.returncode in (0, 1), f"{' '.join(command)} exited {done.returncode}:\n{output[-3000:]}"
+    return output
+
+
+def _copy_checkout(dest: Path) -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+
+
+def test_the_wheel_runs_the_suites_by_name_from_empty_folders(tmp_path: Path) -> None:
+    timings: dict[str, float] = {}
+    start = time.monotonic()
+    source, dist, venv = tmp_path / "src", tmp_path / "dist", tmp_path / "venv"
+    _copy_checkout(source)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AGENTEVAL_CACHE_DIR")}
+    env = {k: v for k, v in env.items() if not k.startswith("PYTEST_") and k != "VIRTUAL_ENV"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "user-cache")  # the user cache folder of this "user"
+    env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+    env["HF_HUB_OFFLINE"] = env["HF_DATASETS_OFFLINE"] = "1"
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist)]
+    _sh([*build, str(source)], tmp_path, env)
+    (wheel,) = dist.glob("pytest_agenteval-*.whl")
+    timings["build the wheel"] = time.monotonic() - start
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_ = venv / "bin"
+    _sh([str(bin_ / "pip"), "install", "-q", str(wheel)], tmp_path, env)
+    _sh([str(bin_ / "pip"), "install", "-q", "--no-deps", "bfcl-eval==2026.3.23"], tmp_path, env)
+    timings["install it in a fresh venv"] = time.monotonic() - start - timings["build the wheel"]
+    where = _sh(
+        [str(bin_ / "python"), "-c", "import pytest_agenteval; print(pytest_agenteval.__file__)"],
+        tmp_path,
+        env,
+    )
+    assert str(venv) in where and str(REPO) not in where  # the wheel's code, not the checkout's
+
+    (tmp_path / "data").mkdir()
+    data = write_jsonl(tmp_path / "data" / "aime.jsonl", TINY_PROBLEMS)
+    log = tmp_path / "requests.jsonl"
+    server = subprocess.Popen(
+        [str(bin_ / "python"), "-m", "pytest_agenteval.testing.openai_server", "--answer", "\\boxed{70}"]
+        + ["--log", str(log)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = server.stdout.readline().split()[-1]  # "LISTENING http://127.0.0.1:<port>/v1"
+        outputs = []
+
+        def requests() -> int:
+            return len(log.read_text().splitlines()) if log.exists() else 0
+
+        def run(folder: str, *args: str) -> int:
+            cwd = tmp_path / folder
+            cwd.mkdir(exist_ok=True)
+            before = requests()
+            outputs.append(_sh([str(bin_ / "pytest"), *args, f"--endpoint={url}", "-n", "2"], cwd, env))
+            return requests() - before
+
+        aime = ("--pyargs", "pytest_agenteval.suites.aime25", "--mode", "text-only", "--val-n", "2")
+        bfcl = ("--pyargs", "pytest_agenteval.suites.bfcl", "-m", "irrelevance", "--limit", "3")
+        relative = os.path.relpath(data, tmp_path / "b")
+        began = time.monotonic()
+        first = [run("a", *aime, f"--dataset-path={data}"), run("a", *bfcl)]
+        again = [
+            run("b", *aime, "--dataset-path", relative),  # pytest then takes ../data as the rootdir
+            run("c", *aime, f"--dataset-path={relative}"),
+            run("b", *bfcl),
+        ]
+        timings["5 runs (-n 2)"] = time.monotonic() - began
+        listed = _sh([str(bin_ / "pytest-agenteval"), "list"], tmp_path / "c", env)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert first == [8, 3] and again == [0, 0, 0]
+    assert "pytest --pyargs pytest_agenteval.suites.aime25" in listed
+    warned = [line for text in [*outputs, listed] for line in text.splitlines() if WARNING.search(line)]
+    assert warned == []
+    assert not (tmp_path / "a" / ".pytest_cache" / "d" / "agenteval").exists()
+    assert any((tmp_path / "user-cache" / "pytest-agenteval").glob("*.jsonl"))
+    timings["whole test"] = time.monotonic() - start
+    print(json.dumps({k: round(v, 1) for k, v in timings.items()}))
