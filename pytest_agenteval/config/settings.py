@@ -125,6 +125,8 @@ if TYPE_CHECKING:
         compare_tolerance: float
         length_warn_share: float
         progress: str
+        log_targets: tuple[str, ...]
+        log_always: bool
         # Cache
         cache_dir: str | None
         no_cache: bool

@@ -36,6 +36,7 @@ from pytest_agenteval.output.summary import (
     harness_usage,
     suite_summary,
 )
+from pytest_agenteval.output.trackers import log_merged, log_target, read_markers
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
 USAGE_ERROR = 4
@@ -60,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         "--agenteval-compare-tolerance", dest="tolerance", type=float, default=None, help="as in a run"
     )
     parser.add_argument("--junitxml", type=Path, help="write a JUnit XML file, as pytest --junitxml does")
+    parser.add_argument("--agenteval-log", action="append", default=[], type=log_target, help="as in a run")
+    parser.add_argument("--agenteval-log-always", dest="log_always", action="store_true", help="as in a run")
     return parser
 
 
@@ -188,6 +191,7 @@ def run_merge(args: argparse.Namespace) -> int:
                 "with pytest-agenteval report"
             )
     baseline = load_baseline(args.compare) if args.compare else None
+    args.previous = read_markers([args.out])  # --agenteval-log: what the last merge logged
     merged = read_shards(args.shards)
     first = check_shards(merged.shards)
     for checked in merged.shards:  # the node ids were for the checks: two per problem, let go
@@ -262,6 +266,8 @@ def _finish(
     if written:
         print(f"results: {written}")
     _ci_outputs(args, by_suite, missing, summaries, gate_results, comparisons)
+    for line in log_merged(args.agenteval_log, summaries, written, args.log_always, args.previous):
+        print(f"agenteval: {line}")
     unsolved = any(
         r.complete and not suite_by_name(name).item_passed(r) for name, rs in by_suite.items() for r in rs
     )
