@@ -137,6 +137,7 @@ FEATURES = (
     "the sandbox",
     "gates with a confidence",
     "the generation cache",
+    "trackers",
 )
 
 
