@@ -52,6 +52,9 @@ class TrackerLog:
                 "pytest-agenteval merge ... --agenteval-log URI"
             ]
             return outcome
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.lines = ["interrupted: nothing logged; rerun the command to finish from the cache and log"]
+            return outcome
         report = c.sweep.report if c.sweep is not None else None
         self.lines = log_results(self.targets, self._models(), report, self.settings.log_always, previous)
         return outcome

@@ -198,3 +198,27 @@ def test_a_tracker_that_is_down_costs_one_warning_line_and_nothing_else(pytester
     assert took < 30
     assert summaries(pytester.path / "out")["step-300"]["average_at_n"] == 11 / 12
     assert not markers(pytester.path / "out" / "aime25-step-100.jsonl")
+
+
+def test_a_run_id_appends_the_checkpoints_to_the_training_run(
+    mlflow_url: str, pytester: pytest.Pytester
+) -> None:
+    client = _client(mlflow_url)
+    training = client.create_run(client.create_experiment("training"), run_name="rl").info.run_id
+    for step in (100, 200, 300):
+        client.log_metric(training, "train/loss", 1 / step, step=step)
+    client.log_param(training, "seed", "7")  # the training's own: params are set once
+    prepare(pytester.path)
+    result = pytester.runpytest_inprocess(
+        *sweep_args(f"--agenteval-log=mlflow:{mlflow_url}?run_id={training}")
+    )
+    assert result.ret == 0
+    assert f"agenteval: logged to mlflow:{mlflow_url}?run_id={training}: run {training} " in "\n".join(
+        result.outlines
+    )
+    history = client.get_metric_history(training, "aime25/average_at_n")
+    assert sorted((m.step, m.value) for m in history) == [(100, 0.25), (200, 1 / 3), (300, 11 / 12)]
+    assert len(client.get_metric_history(training, "train/loss")) == 3
+    run = client.get_run(training)
+    assert run.data.params["seed"] == "7" and "model/step-300/sha256" in run.data.params
+    assert run.info.status == "RUNNING"  # the training run's to end, not ours
