@@ -1,5 +1,5 @@
-"""--agenteval-log swanlab:PROJECT/EXPERIMENT in SwanLab's local mode (SWANLAB_MODE=local,
-SWANLAB_LOG_DIR): the run's `.swanlab` file, read back with SwanLab's own reader
+"""--agenteval-log swanlab:PROJECT/EXPERIMENT in SwanLab's local and offline modes
+(SWANLAB_MODE, SWANLAB_LOG_DIR): the run's `.swanlab` file, read back with SwanLab's own reader
 (`DataStoreReader`) and record classes, has each checkpoint's metrics at its step."""
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ def _scalars(path: Path) -> dict[str, dict[int, float]]:
     return found
 
 
-def test_a_local_run_holds_each_checkpoint_at_its_step(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("mode", ["local", "offline"])
+def test_a_local_or_offline_run_holds_each_checkpoint_at_its_step(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: str
 ) -> None:
     logs = tmp_path / "swanlog"
-    monkeypatch.setenv("SWANLAB_MODE", "local")
+    monkeypatch.setenv("SWANLAB_MODE", mode)
     monkeypatch.setenv("SWANLAB_LOG_DIR", str(logs))
     monkeypatch.setenv("SWANLAB_ROOT", str(tmp_path / "swanlab-home"))
     prepare(pytester.path)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 TYPE = "tracker"
-_TAIL = 1 << 18  # markers are the last lines: read at most this many bytes of a file
+_TAIL = 1 << 16  # markers are the last lines: read at most this many bytes of a file
 
 
 def read_markers(paths: Iterable[Path]) -> list[dict[str, Any]]:
