@@ -222,3 +222,17 @@ def test_a_run_id_appends_the_checkpoints_to_the_training_run(
     run = client.get_run(training)
     assert run.data.params["seed"] == "7" and "model/step-300/sha256" in run.data.params
     assert run.info.status == "RUNNING"  # the training run's to end, not ours
+
+
+def test_a_bare_mlflow_target_uses_mlflow_tracking_uri(
+    mlflow_url: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
+    prepare(pytester.path)
+    result = pytester.runpytest_inprocess(*sweep_args("--agenteval-log=mlflow:?experiment=from-env"))
+    assert result.ret == 0
+    client = _client(mlflow_url)
+    (run,) = client.search_runs([client.get_experiment_by_name("from-env").experiment_id])
+    assert f"agenteval: logged to mlflow:?experiment=from-env: run {run.info.run_id} " in "\n".join(
+        result.outlines
+    )
