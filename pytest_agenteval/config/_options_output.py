@@ -116,4 +116,27 @@ OPTIONS: tuple[Option, ...] = group(
             local=True,
         ),
     ),
+    *topic(
+        "Experiment trackers",
+        Option(
+            "log_targets",
+            "--agenteval-log",
+            (),
+            "log the summary metrics, the reproducibility record and the results files to a tracker "
+            "at the end, from the controller (repeatable): mlflow:[URI][?experiment=NAME&run_id=ID], "
+            "wandb:PROJECT[/RUN_ID] or swanlab:PROJECT[/EXPERIMENT]; a sweep's models at their "
+            "training steps (docs/trackers.md)",
+            multiple=True,
+            local=True,
+        ),
+        Option(
+            "log_always",
+            "--agenteval-log-always",
+            False,
+            "log again what a results file's marker says was already logged with the same numbers "
+            "(a rerun from the cache)",
+            bool,
+            local=True,
+        ),
+    ),
 )

@@ -126,6 +126,8 @@ if TYPE_CHECKING:
         allow_version_change: bool
         length_warn_share: float
         progress: str
+        log_targets: tuple[str, ...]
+        log_always: bool
         # Cache
         cache_dir: str | None
         no_cache: bool

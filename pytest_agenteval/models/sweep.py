@@ -1,7 +1,7 @@
 """The models of a checkpoint sweep: every `--model-path` value (repeatable, globs allowed,
-`LABEL=PATH` naming one), expanded into labelled models in the order the run evaluates
-them. A run is a sweep when it has more than one model; the FIRST model is the reference
-the comparisons are made against."""
+`LABEL=PATH` naming one, `LABEL@STEP=PATH` giving its training step), expanded into
+labelled models in the order the run evaluates them. A run is a sweep when it has more
+than one model; the FIRST model is the reference the comparisons are made against."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import glob
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from pytest_agenteval.models.steps import split_step, step_of
 
 LABEL_PATTERN = re.compile(r"^[A-Za-z0-9._-]+$")
 _GLOB_CHARACTERS = re.compile(r"[*?\[]")
@@ -24,6 +26,9 @@ class SweepModel:
 
     label: str
     source: str
+    # the training step (`LABEL@STEP=PATH`, else from the label), for the trackers' step axis;
+    # not part of the model's identity (equality)
+    step: int | None = field(default=None, compare=False)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -54,12 +59,14 @@ def item_label(nodeid: str, labels: Sequence[str]) -> str | None:
     return next((label for label in labels if f"[{label}:" in nodeid), None)
 
 
-def _split_label(value: str) -> tuple[str | None, str]:
-    """`LABEL=PATH` -> (LABEL, PATH); a value without a label part -> (None, value)."""
+def _split_label(value: str) -> tuple[str | None, str, int | None]:
+    """`LABEL=PATH` -> (LABEL, PATH, None), `LABEL@STEP=PATH` -> (LABEL, PATH, STEP); a value
+    without a label part -> (None, value, None)."""
     label, sep, rest = value.partition("=")
-    if sep and rest and "/" not in label and LABEL_PATTERN.match(label):
-        return label, rest
-    return None, value
+    name, step = split_step(label)
+    if sep and rest and "/" not in label and LABEL_PATTERN.match(name):
+        return name, rest, step
+    return None, value, None
 
 
 def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
@@ -68,7 +75,7 @@ def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
     naming the fix (a glob matching nothing, a bad or repeated label)."""
     models: list[SweepModel] = []
     for value in values:
-        label, source = _split_label(value)
+        label, source, step = _split_label(value)
         if is_glob(source):
             matches = sorted(glob.glob(os.path.expanduser(source)), key=natural_key)
             if not matches:
@@ -78,9 +85,9 @@ def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
                     f"--model-path {value}: one label for {len(matches)} models; drop {label}= "
                     "(each model is labelled by its name) or name one path per label"
                 )
-            models.extend(SweepModel(label or label_of(m), m) for m in matches)
+            models.extend(_stepped(label or label_of(m), m, step) for m in matches)
         else:
-            models.append(SweepModel(label or label_of(source), source))
+            models.append(_stepped(label or label_of(source), source, step))
     seen: dict[str, str] = {}
     markers: dict[str, str] = {}  # marker -> the label it came from
     for model in models:
@@ -105,10 +112,15 @@ def expand_model_paths(values: Sequence[str]) -> list[SweepModel]:
     return models
 
 
+def _stepped(label: str, source: str, step: int | None) -> SweepModel:
+    """The model with its training step: the one given (`LABEL@STEP=PATH`), else its label's."""
+    return SweepModel(label, source, step if step is not None else step_of(label))
+
+
 def absolute(model: SweepModel) -> SweepModel:
     """The model with an existing path made absolute (xdist workers may start elsewhere);
     a hub id stays as given."""
     path = Path(model.source).expanduser()
     if not path.exists():
         return model
-    return SweepModel(model.label, str(path.resolve()))
+    return SweepModel(model.label, str(path.resolve()), model.step)

@@ -31,11 +31,8 @@ from pytest_agenteval.output.cost import merged_cost
 from pytest_agenteval.output.gate import GateError, GateResult, evaluate_gate, parse_gate
 from pytest_agenteval.output.merge_checks import MergeError, ShardFile, check_shards
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, check_writable
-from pytest_agenteval.output.summary import (
-    RunFacts,
-    harness_usage,
-    suite_summary,
-)
+from pytest_agenteval.output.summary import RunFacts, harness_usage, suite_summary
+from pytest_agenteval.output.trackers import log_merged, log_target, read_markers
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
 
 USAGE_ERROR = 4
@@ -56,11 +53,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--out", type=Path, required=True, help="the merged results file to write")
     parser.add_argument("--agenteval-gate", dest="gates", action="append", default=[], help="as in a run")
     parser.add_argument("--agenteval-compare", dest="compare", type=Path, help="baseline results JSONL")
-    parser.add_argument(
-        "--agenteval-compare-tolerance", dest="tolerance", type=float, default=None, help="as in a run"
-    )
+    parser.add_argument("--agenteval-compare-tolerance", dest="tolerance", type=float, help="as in a run")
     parser.add_argument("--junitxml", type=Path, help="write a JUnit XML file, as pytest --junitxml does")
     parser.add_argument("--allow-version-change", action="store_true", help="across suite versions")
+    parser.add_argument("--agenteval-log", action="append", default=[], type=log_target, help="as in a run")
+    parser.add_argument("--agenteval-log-always", dest="log_always", action="store_true", help="as in a run")
     return parser
 
 
@@ -189,6 +186,7 @@ def run_merge(args: argparse.Namespace) -> int:
                 "with pytest-agenteval report"
             )
     baseline = load_baseline(args.compare) if args.compare else None
+    args.previous = read_markers([args.out])  # --agenteval-log: what the last merge logged
     merged = read_shards(args.shards)
     first = check_shards(merged.shards)
     merge_checks.say(merge_checks.check_versions(merged.shards, args.allow_version_change))
@@ -268,6 +266,8 @@ def _finish(
     if written:
         print(f"results: {written}")
     _ci_outputs(args, by_suite, missing, summaries, gate_results, comparisons)
+    for line in log_merged(args.agenteval_log, summaries, written, args.log_always, args.previous):
+        print(f"agenteval: {line}")
     unsolved = any(
         r.complete and not suite_by_name(name).item_passed(r) for name, rs in by_suite.items() for r in rs
     )

@@ -131,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_agenteval.output.ci import CiOutputs
         from pytest_agenteval.output.compare import BaselineError
         from pytest_agenteval.plugin.controller import ResultsCollector
+        from pytest_agenteval.plugin.trackers import install as install_trackers
 
         try:
             collector = ResultsCollector(config, settings, gates, choice, choices)
@@ -138,6 +139,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
         config.pluginmanager.register(collector, "agenteval-results")
         config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
+        install_trackers(config, settings, collector)  # --agenteval-log
     cache_dir = _cache_dir(config, settings)
     if evaluating and config.pluginmanager.hasplugin("xdist"):
         launched = config.stash.get(LAUNCH, None)

@@ -138,6 +138,7 @@ FEATURES = (
     "gates with a confidence",
     "the generation cache",
     "the installed product",
+    "trackers",
 )
 
 

@@ -1,0 +1,153 @@
+"""A summary line as a tracker takes it: metrics with stable flattened names
+(`aime25/average_at_n`, `aime25/pass_at_k/4`, `bfcl/per_category/simple_python/accuracy`,
+`gaia/level_2/accuracy`, `aime25/average_at_n/ci95_low`), the gate verdicts as 1/0 metrics
+and tags, and the configuration and reproducibility record as string params. Values are
+logged as the summary holds them: unrounded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# top-level fields that are configuration, identity or bookkeeping, not metrics
+_NOT_METRICS = frozenset(
+    {
+        "config", "versions", "model", "selection", "sandbox", "errors", "missing", "storage",
+        "backend", "concurrency", "stalls", "ci95", "ci95_method", "ci95_undefined_resamples",
+        "gates", "compare", "merged", "budget", "shard", "sequential", "preset", "harness",
+        "tokens", "requests", "cost", "duration_s", "temperature", "top_p", "top_k", "max_tokens",
+        "presence_penalty", "val_n", "workers", "seed", "not_scored", "incomplete",
+    }
+)  # fmt: skip
+_LENGTH_SETTINGS = frozenset({"max_tokens", "warn_share"})  # the `length` block's configuration
+# the resource metrics (`tokens/prompt`, `requests/retries`, `cost/usd`, `wall_time_s`): a rerun
+# from the cache changes them and nothing else, so they stay out of the fingerprint
+RESOURCES = ("tokens", "requests", "cost", "wall_time_s")
+_PARAMS = ("mode", "dataset", "dataset_path", "dataset_sha256", "dataset_revision", "scorer")
+_PARAMS += ("scorer_version", "suite_version", "val_n", "temperature", "top_p", "top_k", "max_tokens")
+_MODEL_PARAMS = ("name", "backend", "sha256", "path", "display")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_\-. :/]+")  # what MLflow takes in a metric, param or tag key
+_OPERATORS = ((">=", " ge "), ("<=", " le "), ("==", " eq "), ("!=", " ne "), (">", " gt "), ("<", " lt "))
+_OPERATORS += (("+", " plus "), ("@", " at "))
+
+
+def safe_key(text: str) -> str:
+    """A name every tracker takes: MLflow's characters only (`[` `]` `+` become `_`)."""
+    return re.sub(r"_+", "_", _UNSAFE.sub("_", text)).strip("_ ")
+
+
+def gate_key(expression: str) -> str:
+    """`aime25.average_at_n >= 0.3` -> `aime25.average_at_n ge 0.3` (no operators in a key)."""
+    for operator, word in _OPERATORS:
+        expression = expression.replace(operator, word)
+    return safe_key(re.sub(r"\s+", " ", expression))
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def _walk(prefix: str, value: Any, out: dict[str, float]) -> None:
+    number = _number(value)
+    if number is not None:
+        out[safe_key(prefix)] = number
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            _walk(f"{prefix}/{key}", inner, out)
+
+
+def metrics_of(summary: Mapping[str, Any]) -> dict[str, float]:
+    """Every metric of one summary line, named `<suite>/...`: the numbers at its top level and
+    in its metric blocks (`pass_at_k`, `per_category`, GAIA's `per_level` as `level_N`), each
+    interval's bounds, the length block's counts and shares, tokens, requests, cost (USD) and
+    wall time, and each gate's verdict (`<suite>/gates/<gate>`: 1 passed, 0 not)."""
+    suite = str(summary["suite"])
+    out: dict[str, float] = {}
+    for key, value in summary.items():
+        if key in _NOT_METRICS:
+            continue
+        if key == "per_level" and isinstance(value, Mapping):
+            for level, block in value.items():
+                _walk(f"{suite}/level_{level}", block, out)
+        elif key == "length" and isinstance(value, Mapping):
+            kept = {k: v for k, v in value.items() if k not in _LENGTH_SETTINGS}
+            _walk(f"{suite}/length", kept, out)
+        else:
+            _walk(f"{suite}/{key}", value, out)
+    for metric, bounds in (summary.get("ci95") or {}).items():
+        if isinstance(bounds, Sequence) and len(bounds) == 2 and all(_number(b) is not None for b in bounds):
+            out[safe_key(f"{suite}/{metric}/ci95_low")] = float(bounds[0])
+            out[safe_key(f"{suite}/{metric}/ci95_high")] = float(bounds[1])
+    _walk(f"{suite}/tokens", summary.get("tokens") or {}, out)
+    _walk(f"{suite}/requests", summary.get("requests") or {}, out)
+    usd = _number((summary.get("cost") or {}).get("usd"))
+    if usd is not None:
+        out[f"{suite}/cost/usd"] = usd
+    if _number(summary.get("duration_s")) is not None:
+        out[f"{suite}/wall_time_s"] = float(summary["duration_s"])
+    for gate in summary.get("gates") or ():
+        out[f"{suite}/gates/{gate_key(str(gate['gate']))}"] = 1.0 if gate.get("passed") else 0.0
+    return out
+
+
+def gate_tags(summary: Mapping[str, Any], label: str | None = None) -> dict[str, str]:
+    """Each gate's verdict as a tag, `gate/<gate>` (`gate/<label>/<gate>` in a run of several
+    models): `PASS`, `FAIL` or `UNDECIDED`, then the gate and why."""
+    tags = {}
+    for gate in summary.get("gates") or ():
+        verdict = gate.get("verdict") or ("PASS" if gate.get("passed") else "FAIL")
+        where = f"gate/{label}/" if label else "gate/"
+        tags[safe_key(where + gate_key(str(gate["gate"])))] = (
+            f"{verdict} {gate['gate']} ({gate.get('reason')})"
+        )
+    return tags
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def model_params(summary: Mapping[str, Any], prefix: str = "model") -> dict[str, str]:
+    """The model's identity (`model/name`, `model/sha256`, ...)."""
+    model = summary.get("model") or {}
+    return {f"{prefix}/{key}": _text(model[key]) for key in _MODEL_PARAMS if model.get(key) is not None}
+
+
+def run_params(summary: Mapping[str, Any]) -> dict[str, str]:
+    """What reproduces a suite's numbers: the seed, N, the data's hash, the suite's and the
+    scorer's versions, the sampling, the harness's version, and the whole configuration
+    (`config/<option>`)."""
+    suite = str(summary["suite"])
+    config = summary.get("config") or {}
+    params = {"seed": _text(config.get("seed")), "val_n": _text(summary.get("val_n"))}
+    params.update(
+        {f"{suite}/{key}": _text(summary[key]) for key in _PARAMS if summary.get(key) not in (None, "")}
+    )
+    version = (summary.get("versions") or {}).get("pytest-agenteval")
+    if version:
+        params["pytest-agenteval"] = str(version)
+    for key, value in config.items():
+        if value not in (None, "", [], (), {}):
+            params[safe_key(f"config/{key}")] = _text(value)[:500]
+    return params
+
+
+def fingerprint(uri: str, label: str, step: int | None, summaries: Sequence[Mapping[str, Any]]) -> str:
+    """What was logged, less what a rerun from the cache changes (the resource metrics): the
+    same fingerprint is the same numbers, of the same model and data, to the same place."""
+    metrics: dict[str, float] = {}
+    for summary in summaries:
+        metrics.update(metrics_of(summary))
+    scored = {k: v for k, v in metrics.items() if k.split("/")[1] not in RESOURCES}
+    identity = [
+        (model_params(s), s.get("dataset_sha256"), (s.get("config") or {}).get("seed")) for s in summaries
+    ]
+    text = json.dumps([uri, label, step, scored, identity], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
