@@ -51,8 +51,9 @@ pytest_plugins = ["pytester"]
 HEAVY_FIRST = (
     "transformers",
     "docs",
-    "trio",
+    "trackers",  # the MLflow module starts a real `mlflow server` (about a minute)
     "serving",
+    "trio",
     "suites",
     "sweep",
     "sharding",
