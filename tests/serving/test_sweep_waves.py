@@ -1,0 +1,155 @@
+"""A sweep's later-wave model is the same model as in the first wave: the same sampler class,
+cache key, token counter, `n` and token-in/token-out, and an identity with nothing temporary
+in it; and the waves survive a crashed worker and earlier waves that take longer than
+--serve-timeout. Each test here reproduced a defect of issue 34 against the code before it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_agenteval.api.sampler import SamplingParams
+from pytest_agenteval.config.settings import Settings
+from pytest_agenteval.models import describe_model, make_sampler
+from pytest_agenteval.models.backends.llama import embedded_model_path
+from pytest_agenteval.models.cache import CachingSampler, GenerationCache
+from pytest_agenteval.models.choice import served_choice
+from pytest_agenteval.models.serve.commands import llama_cpp_command
+from pytest_agenteval.models.serve.handoff import write_served
+from pytest_agenteval.models.serve.launcher import LaunchedServer
+from pytest_agenteval.models.serve.resolve import resolve_model_path
+from pytest_agenteval.models.serve.session import Launch
+from pytest_agenteval.models.serve.sweep_launch import SweepServers
+from pytest_agenteval.output.summary import model_hash
+from pytest_agenteval.plugin.sweep_servers import SweepServePlugin, placeholder_choice
+from pytest_agenteval.testing import DEFAULT_ANSWER, OpenAITestServer, ServerConfig
+
+KEY = "sweep-key-not-for-logs"
+PARAMS = SamplingParams(temperature=0.0, top_p=1.0, top_k=0, seed=0, max_tokens=64)
+
+
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory: pytest.TempPathFactory):
+    cache = tmp_path_factory.mktemp("hashes") / "model-hashes.json"
+    return resolve_model_path(str(embedded_model_path()), hash_cache=cache)
+
+
+def _servers(resolved, folder: Path, **options) -> SweepServers:
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = Settings(serve=True, serve_max_servers=1, **options)
+    return SweepServers(settings, {"step-200": resolved}, folder, folder, lambda line: None)
+
+
+def _launched(servers: SweepServers, url: str) -> None:
+    """The server of the sweep's model as it is once up (at `url`): what `_start` records."""
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    model = servers.models["step-200"]
+    spec = llama_cpp_command(model, port, n_threads=1, n_ctx=512)
+    running = LaunchedServer(spec, servers.folder / "server.log", None, 0, key=KEY)
+    servers.launches[0] = Launch(model, [running], "step-200")
+
+
+def _both(resolved, tmp_path: Path, url: str, **options):
+    """(the first wave's choice, a later wave's choice) of the same model, same settings."""
+    servers = _servers(resolved, tmp_path / "serve", **options)
+    later = placeholder_choice(servers.placeholder("step-200"))
+    _launched(servers, url)
+    return served_choice(servers.served("step-200")), later
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"thinking": "on"}, {"thinking": "off", "continuation": "tokens"}],
+    ids=["thinking on", "continuation tokens"],
+)
+def test_a_later_wave_sampler_is_the_first_waves_with_the_same_cache_key(
+    resolved, tmp_path: Path, options
+) -> None:
+    settings = Settings(serve=True, serve_timeout=30.0, **options)
+    with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
+        first, later = _both(resolved, tmp_path, server.url, **options)
+        cache = GenerationCache(tmp_path / "cache")
+        a = CachingSampler(make_sampler(first, settings, 2), cache)
+        b = CachingSampler(make_sampler(later, settings, 2), cache)
+        assert b._model_key == a._model_key  # extra_body (thinking, server defaults), reasoning
+        assert type(b.inner) is type(a.inner)
+        assert (
+            (b.supports_n, b.token_io)
+            == (a.supports_n, a.token_io)
+            == (
+                True,
+                options.get("continuation") == "tokens",
+            )
+        )
+        assert b.counter is not None and a.counter is not None  # the server's /tokenize, not 4 chars
+        assert b.inner.extra_body["chat_template_kwargs"] == {"enable_thinking": options["thinking"] == "on"}
+
+
+def test_a_later_models_identity_holds_nothing_temporary(resolved, tmp_path: Path) -> None:
+    settings = Settings(serve=True)
+    one = _servers(resolved, tmp_path / "one")
+    two = _servers(resolved, tmp_path / "two")
+    hashes = {
+        model_hash(describe_model(placeholder_choice(s.placeholder("step-200")), settings))
+        for s in (one, two)
+    }
+    assert len(hashes) == 1
+    described = describe_model(placeholder_choice(one.placeholder("step-200")), settings)
+    assert str(tmp_path) not in repr(described)
+    assert described["served"]["sampling_defaults"] == {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
+    with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
+        _launched(one, server.url)
+        launched = describe_model(served_choice(one.served("step-200")), settings)
+    assert hashes == {model_hash(launched)}  # the first wave's model: the same identity
+
+
+def test_waiting_for_earlier_waves_is_not_bounded_by_serve_timeout(resolved, tmp_path: Path) -> None:
+    settings = Settings(serve=True, serve_timeout=0.2)
+    with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
+        servers = _servers(resolved, tmp_path / "serve")
+        later = placeholder_choice(servers.placeholder("step-200"))
+        sampler = make_sampler(later, settings, 2)
+        _launched(servers, server.url)
+        up = threading.Timer(
+            0.6, lambda: write_served(servers.folder, "step-200", servers.served("step-200"))
+        )
+        up.start()  # the earlier waves took 3 times --serve-timeout
+
+        async def ask() -> str:
+            try:
+                return (await sampler.complete([{"role": "user", "content": "hi"}], PARAMS)).text
+            finally:
+                await sampler.aclose()
+
+        assert asyncio.run(ask()) == DEFAULT_ANSWER
+        up.join()
+        (request,) = server.requests
+        assert request["outcome"] == "ok"  # with the key of the served file
+
+
+class _Finished:
+    def __init__(self) -> None:
+        self.models = {"base": None, "step-200": None}
+        self.labels: list[str] = []
+
+    def finished(self, label: str) -> None:
+        self.labels.append(label)
+
+
+def test_a_crashed_workers_item_counts_as_finished_for_its_wave() -> None:
+    # xdist's report of an item whose worker died: when="???", no teardown ever follows
+    servers = _Finished()
+    plugin = SweepServePlugin(servers)
+    crashed = pytest.TestReport(
+        "test_aime25.py::test_aime25[step-200:3]", ("test_aime25.py", 0, ""), {}, "failed", None, "???"
+    )
+    plugin.pytest_runtest_logreport(crashed)
+    done = pytest.TestReport(
+        "test_aime25.py::test_aime25[base:1]", ("test_aime25.py", 0, ""), {}, "passed", None, "teardown"
+    )
+    plugin.pytest_runtest_logreport(done)
+    plugin.pytest_runtest_logreport(done)  # reported twice (a rerun's): counted once
+    assert servers.labels == ["step-200", "base"]
