@@ -74,6 +74,7 @@ def launch_sweep(
     config.stash[SWEEP_SERVERS] = servers
     config.add_cleanup(servers.close)
     servers.start_ready()
+    servers.announce()  # which wave runs, what each later model waits for
     config.pluginmanager.register(SweepServePlugin(servers), "agenteval-sweep-servers")
     choices = {}
     for label in resolved:

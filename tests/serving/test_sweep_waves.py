@@ -6,6 +6,7 @@ in it; and the waves survive a crashed worker and earlier waves that take longer
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -153,3 +154,18 @@ def test_a_crashed_workers_item_counts_as_finished_for_its_wave() -> None:
     plugin.pytest_runtest_logreport(done)
     plugin.pytest_runtest_logreport(done)  # reported twice (a rerun's): counted once
     assert servers.labels == ["step-200", "base"]
+
+
+def test_the_terminal_says_which_wave_runs_and_what_each_later_model_waits_for(
+    resolved, tmp_path: Path
+) -> None:
+    other = dataclasses.replace(resolved, path=tmp_path / "other.gguf", fingerprint="e" * 64)  # planned only
+    said: list[str] = []
+    models = {"base": resolved, "other": other}
+    servers = SweepServers(Settings(serve=True, serve_max_servers=1), models, tmp_path, tmp_path, said.append)
+    servers.announce()
+    assert said == [
+        "agenteval: sweep wave 1/2 running: base (1 server at a time)",
+        "agenteval: other waits for wave 1/2 (base) to finish: "
+        "its server starts in wave 2/2, when a slot is free",
+    ]

@@ -135,6 +135,30 @@ class SweepServers:
             "served": self.record(label).as_dict(),
         }
 
+    # -- what the terminal says about waves ------------------------------------------------
+    def wave_of(self, server: int) -> int:
+        """The wave (0-based) `server` starts in: the plan's grouping by the slots."""
+        return next(i for i, wave in enumerate(self.plan.waves()) if server in wave)
+
+    def _wave_labels(self, wave: int) -> str:
+        return ", ".join(label for s in self.plan.waves()[wave] for label in self.plan.servers[s].labels)
+
+    def announce(self) -> None:
+        """Which wave runs, and what each later model waits for (said once, at start-up)."""
+        waves = self.plan.waves()
+        if len(waves) < 2:
+            return
+        cap = f"{self.plan.at_once} server{'s' if self.plan.at_once > 1 else ''} at a time"
+        self.say(f"agenteval: sweep wave 1/{len(waves)} running: {self._wave_labels(0)} ({cap})")
+        for wave in range(1, len(waves)):
+            for server in waves[wave]:
+                for label in self.plan.servers[server].labels:
+                    self.say(
+                        f"agenteval: {label} waits for wave {wave}/{len(waves)} "
+                        f"({self._wave_labels(wave - 1)}) to finish: its server starts in wave "
+                        f"{wave + 1}/{len(waves)}, when a slot is free"
+                    )
+
     # -- starting and stopping ------------------------------------------------------------
     def start_ready(self) -> None:
         """Start every server that may start now (a failed one frees its slot at once)."""
@@ -151,6 +175,9 @@ class SweepServers:
         assert backend is not None
         log = self.log_dir / f"server-{server}-{labels[0]}.log"
         spec, held = self._spec(server, backend, devices)
+        waves, wave = self.plan.waves(), self.wave_of(server)
+        if wave and self.schedule.remaining is not None:  # a later wave, once the run is under way
+            self.say(f"agenteval: sweep wave {wave + 1}/{len(waves)} running: {', '.join(labels)}")
         self.say(f"agenteval: starting {backend} server {server + 1}/{len(self.plan.servers)} for "
                  f"{', '.join(labels)} on {spec.url} (log {log})")  # fmt: skip
         try:
