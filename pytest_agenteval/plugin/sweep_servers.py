@@ -144,6 +144,21 @@ class SweepServePlugin:
         if session.config.getoption("dist", "no") == "no":  # no xdist: this process collected
             self._expect([item.nodeid for item in session.items])
 
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Work stealing that keeps a later wave's items back while a running wave's are
+        left (plugin/sweep_waves.py); the plugin's own scheduler otherwise."""
+        if config.getoption("dist") != "load" or len(self.servers.plan.waves()) < 2:
+            return None
+        from pytest_agenteval.plugin.sweep_waves import WaveStealing
+
+        return WaveStealing(config, log, self.waiting)
+
+    def waiting(self, nodeid: str) -> bool:
+        """The item's model is a later wave's whose server is not up (nor failed) yet."""
+        label = item_label(nodeid, self.labels)
+        return label is not None and self.servers.waiting(label)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # an item is done at its teardown, or when its worker died: xdist then reports it
         # with when="???" and no teardown follows (the worker's replacement never runs it)

@@ -169,3 +169,34 @@ def test_the_terminal_says_which_wave_runs_and_what_each_later_model_waits_for(
         "agenteval: other waits for wave 1/2 (base) to finish: "
         "its server starts in wave 2/2, when a slot is free",
     ]
+
+
+def test_a_later_waves_items_wait_while_a_running_waves_are_left(pytester: pytest.Pytester) -> None:
+    """Two workers, 6 items of `base` (wave 1) then 6 of `other` (wave 2): the workers get
+    wave 1's items, and steal them from each other; wave 2's go out only when wave 1 has
+    nothing left to give or to steal (stock work stealing handed b all of wave 2 at once,
+    and b blocked while a worked)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    up = {"base"}
+    collection = [f"t.py::test[{label}:{i}]" for label in ("base", "other") for i in range(6)]
+    config = pytester.parseconfig("--tx", "2*popen")
+    sched = WaveStealing(config, None, lambda nodeid: nodeid.split("[")[1].split(":")[0] not in up)
+    a, b = FakeNode("a"), FakeNode("b")
+    for node in (a, b):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b):
+        collect(sched, node, collection)
+    assert (a.sent, b.sent) == ([0, 1, 2], [3, 4, 5])  # wave 1 only
+    assert sched.held == list(range(6, 12)) and not sched.tests_finished
+    for index in (3, 4):  # b runs low: it steals a wave 1 item from a
+        sched.mark_test_complete(b, index)
+    assert a.steals == [[2]]
+    sched.remove_pending_tests_from_node(a, [2])
+    assert b.sent == [3, 4, 5, 2] and sched.held == list(range(6, 12))
+    sched.mark_test_complete(b, 5)  # nothing of wave 1 left to steal: b takes wave 2's
+    assert b.sent[4:] == list(range(6, 12)) and sched.held == [] and a.sent == [0, 1, 2]
+    up.add("other")  # its server is up: stealing as usual
+    sched.mark_test_complete(a, 0)
+    assert b.steals == [[9, 10, 11]] and not sched.tests_finished

@@ -159,6 +159,11 @@ class SweepServers:
                         f"{wave + 1}/{len(waves)}, when a slot is free"
                     )
 
+    def waiting(self, label: str) -> bool:
+        """`label`'s server has neither started nor failed yet (a later wave's)."""
+        server = self.server_of(label)
+        return server not in self.launches and server not in self.errors
+
     # -- starting and stopping ------------------------------------------------------------
     def start_ready(self) -> None:
         """Start every server that may start now (a failed one frees its slot at once)."""
