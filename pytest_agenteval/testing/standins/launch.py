@@ -174,7 +174,8 @@ def start_up(backend: str, folder: Path, world_size: int) -> list[Any]:
         print("Traceback (most recent call last):", flush=True)
         print(OOM.format(device=devices[0]), flush=True)
         if fatal == "oom-hang":  # an engine that hangs after its error: the launcher reads the log
-            signal.sigwait({signal.SIGTERM, signal.SIGINT})
+            while True:  # until SIGTERM (its default action ends the process)
+                time.sleep(3600)
         sys.exit(1)
     delay = float(_setting(folder, DELAY_ENV, "delay_s", 0.0) or 0.0)
     if delay > 0:

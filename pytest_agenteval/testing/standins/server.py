@@ -18,6 +18,7 @@ from aiohttp import web
 
 from pytest_agenteval.testing._app import ServerCore, _Attempt, openai_error
 from pytest_agenteval.testing._config import ServerConfig
+from pytest_agenteval.testing._server import OpenAITestServer
 from pytest_agenteval.testing._tokenize import char_tokens, decode_chars
 
 LOG_ENV = "AGENTEVAL_STANDIN_LOG"
@@ -154,3 +155,12 @@ class StandinCore(ServerCore):
                     "text_offset": list(range(len(tokens))),
                 }
         return payload
+
+
+class StandinServer(OpenAITestServer):
+    """A stand-in's HTTP surface in this process, on a thread (what its tests use; the
+    `vllm` and `sglang.launch_server` stand-ins run `StandinCore` in a process of their own)."""
+
+    def __init__(self, config: ServerConfig, served: Served) -> None:
+        super().__init__(config)
+        self._core = StandinCore(self.config, served)
