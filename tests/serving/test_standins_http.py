@@ -217,3 +217,16 @@ def test_sglang_takes_any_name_for_the_base_and_base_colon_adapter_for_a_lora(sg
     assert status == 400
     message = post(sglang_server, "/chat/completions", {"model": "base", "messages": HI}, key=None)[1]
     assert message["choices"][0]["message"]["reasoning_content"] == "hm"  # SGLang's field
+
+
+def test_llama_cpp_on_a_gguf_answers() -> None:
+    """AGENTEVAL_STANDIN_GGUF: llama.cpp on the embedded SmolLM2 (slower: it loads the model)."""
+    pytest.importorskip("llama_cpp")
+    from pytest_agenteval.models.backends.llama import embedded_model_path
+    from pytest_agenteval.testing.standins.responders import LlamaResponder
+
+    config = ServerConfig(model="base", script=LlamaResponder(embedded_model_path(), n_ctx=256))
+    with StandinServer(config, vllm_served(defaults={})) as server:
+        body = {"model": "base", "prompt": "The capital of France is", "max_tokens": 2, "temperature": 0.0}
+        status, reply = request_json(f"{server.url}/completions", body=body, timeout_s=120)
+    assert status == 200 and reply["choices"][0]["text"].strip()

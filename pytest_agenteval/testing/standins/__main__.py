@@ -22,11 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fatal", choices=FATALS, default=None, help="every server dies of this at start-up")
     parser.add_argument("--script", default=None, metavar="MODULE:ATTR", help="a responder that answers")
     parser.add_argument("--answer", default=None, help="a reply template ({seed} {n} {index} {model})")
+    parser.add_argument("--gguf", default=None, metavar="FILE", help="llama.cpp on this gguf answers")
     args = parser.parse_args(argv)
     if args.gpus < 0:
         parser.error(f"--gpus must be >= 0, got {args.gpus}")
     standins = install(
-        args.folder, args.gpus, delay_s=args.delay_s, fatal=args.fatal, script=args.script, answer=args.answer
+        args.folder,
+        args.gpus,
+        delay_s=args.delay_s,
+        fatal=args.fatal,
+        script=args.script,
+        answer=args.answer,
+        gguf=args.gguf,
     )
     print(f"stand-ins for vLLM and SGLang with {args.gpus} GPU(s) in {standins.folder}; use them with:")
     print(f"  . {standins.folder / 'env.sh'}")

@@ -77,16 +77,17 @@ def install(
     fatal: str | None = None,
     script: str | None = None,
     answer: str | None = None,
+    gguf: str | os.PathLike[str] | None = None,
 ) -> Standins:
     """Write (or rewrite) the stand-ins into `folder` for `gpus` devices. `script`
-    (`module:attr`, a responder) or `answer` (a reply template) decide the answers;
-    the environment's AGENTEVAL_STANDIN_* variables override these per launch."""
+    (`module:attr`, a responder), `answer` (a reply template) or `gguf` (llama.cpp on that
+    file) decide the answers; AGENTEVAL_STANDIN_* variables override them per launch."""
     if gpus < 0:
         raise ValueError(f"--gpus must be >= 0, got {gpus}")
     root = Path(folder).resolve()
     root.mkdir(parents=True, exist_ok=True)
     state: dict[str, Any] = {"gpus": gpus, "delay_s": delay_s, "fatal": fatal, "script": script}
-    state["answer"] = answer
+    state.update(answer=answer, gguf=str(Path(gguf).resolve()) if gguf else None)
     _write(root / STATE_FILE, json.dumps({k: v for k, v in state.items() if v is not None}, indent=1) + "\n")
     (root / LOCKS).mkdir(exist_ok=True)
     python = f"#!{sys.executable}\n"

@@ -26,6 +26,7 @@ DELAY_ENV = "AGENTEVAL_STANDIN_DELAY_S"
 FATAL_ENV = "AGENTEVAL_STANDIN_FATAL"
 SCRIPT_ENV = "AGENTEVAL_STANDIN_SCRIPT"
 ANSWER_ENV = "AGENTEVAL_STANDIN_ANSWER"
+GGUF_ENV = "AGENTEVAL_STANDIN_GGUF"
 FATALS = ("oom", "oom-hang")
 DEFAULT_CONTEXT = 32768
 # vLLM's reasoning parsers map onto the mock server's two behaviours (_think.py)
@@ -110,8 +111,13 @@ def sglang_defaults(model: Path, source: str | None) -> dict[str, Any]:
 
 
 def responder_settings(folder: Path) -> dict[str, Any]:
-    """ServerConfig fields for the answers: a scripted responder (`module:attr`) or an answer
-    template, from the environment, else from the folder's standin.json."""
+    """ServerConfig fields for the answers: llama.cpp on a gguf, a scripted responder
+    (`module:attr`) or an answer template, from the environment, else from standin.json."""
+    gguf = _setting(folder, GGUF_ENV, "gguf")
+    if gguf:
+        from pytest_agenteval.testing.standins.responders import LlamaResponder
+
+        return {"script": LlamaResponder(str(gguf))}
     script = _setting(folder, SCRIPT_ENV, "script")
     if script:
         module, _, attr = str(script).partition(":")
