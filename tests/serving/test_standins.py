@@ -25,6 +25,7 @@ from pytest_agenteval.models.serve.session import Launch, pick_backend, server_n
 from pytest_agenteval.testing.standins import Standins, install
 from pytest_agenteval.testing.standins.argv import flag_list, parse_sglang, parse_vllm
 from pytest_agenteval.testing.standins.devices import DeviceError, claim, visible_devices
+from tests.conftest import read_results
 
 LOG = "AGENTEVAL_STANDIN_LOG"
 
@@ -338,3 +339,24 @@ def test_sglang_lists_its_lora_and_selects_it_only_as_base_colon_adapter(
         )
     finally:
         assert launched.stop() == []
+
+
+def test_pytest_serve_on_a_checkpoint_runs_vllm_s_code_path_on_the_stand_in(
+    on_path: Path, run_suite, tmp_path: Path
+) -> None:
+    """What a user runs on the GPU machine, rehearsed: `pytest suites/aime25 --model-path
+    CKPT --serve`, the backend chosen as on a GPU host (vLLM importable, an nvidia-smi)."""
+    ckpt = checkpoint(tmp_path / "step-800")
+    result, out = run_suite("--serve", f"--model-path={ckpt}", "--val-n=2", "--max-tokens=64")
+    problems, (summary,) = read_results(out)
+    served = summary["model"]["served"]
+    (replica,) = served["replicas"]
+    assert replica["command"].startswith(f"vllm serve {ckpt} --served-model-name agenteval-")
+    assert replica["version"] == "0.34.0+agenteval.standin"
+    assert summary["model"]["display"] == "step-800 (vllm, launched)"
+    requests = log_lines(on_path)
+    assert len(requests) == 2 * len(problems) == summary["requests"]["generations"]
+    assert {(r["model"], r["path"]) for r in requests} == {(summary["model"]["name"], "/v1/chat/completions")}
+    assert {(r["body"]["top_k"], r["body"]["min_p"], r["body"]["repetition_penalty"]) for r in requests} == {
+        (-1, 0.0, 1.0)  # the defaults the launcher sends with every request
+    }
