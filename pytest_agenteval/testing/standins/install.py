@@ -100,11 +100,6 @@ def install(
     vllm_version, sglang_version = VLLM_VERSION + LOCAL, SGLANG_VERSION + LOCAL
     note = '"""pytest-agenteval stand-in (python -m pytest_agenteval.testing.standins)."""\n'
     _write(root / "vllm" / "__init__.py", f"{note}__version__ = {vllm_version!r}\n")
-    for package in ("entrypoints", "entrypoints/openai"):
-        _write(root / "vllm" / package / "__init__.py", "")
-    api_server = f'if __name__ == "__main__":\n    {launch}\n'
-    api_server += '    sys.exit(vllm_main(FOLDER, ["serve", *sys.argv[1:]]))'
-    _write(root / "vllm" / "entrypoints" / "openai" / "api_server.py", note + _shim(root, api_server))
     _write(root / "sglang" / "__init__.py", f"{note}__version__ = {sglang_version!r}\n")
     sglang = f'if __name__ == "__main__":\n    {launch}\n    sys.exit(sglang_main(FOLDER, sys.argv[1:]))'
     _write(root / "sglang" / "launch_server.py", note + _shim(root, sglang))
