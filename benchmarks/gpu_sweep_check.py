@@ -16,6 +16,10 @@ wave 2), sharing one cache:
 2. the same in reverse order: every generation comes from the cache (`cached_generations`);
 3. `--thinking off`: none does (the chat template's switch is part of the cache key).
 
+With `--full`, two more on caches of their own: `--continuation tokens` (turn 2 from token
+ids on /v1/completions, in wave 2 as in wave 1) and text-only `--samples-per-request 4` at
+N=4 (one request of n=4 a problem in every wave).
+
 Each run's models must finish without an error item, record the launched server's
 `sampling_defaults` and hold no temporary path in their identity. With the stand-ins (their
 request log) also: each model's request bodies in run 1 are the same but for the model name,
@@ -67,6 +71,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", choices=("vllm", "sglang"), default="vllm")
     parser.add_argument("--time-limit-s", type=float, default=360.0, help="for all three runs together")
     parser.add_argument("--max-tokens", type=int, default=1024, help="per turn (a real model's)")
+    parser.add_argument("--full", action="store_true", help="also --continuation tokens and n=4 runs")
     parser.add_argument("--out", type=Path, default=Path("gpu_sweep_check.json"))
     parser.add_argument("--work", type=Path, default=None, help="keep the runs' files here")
     args = parser.parse_args(argv)
@@ -111,17 +116,17 @@ def environment(args: argparse.Namespace, work: Path) -> dict[str, str]:
 
 def sweep(
     name: str, models: dict[str, Path], order: Sequence[str], extra: Sequence[str], args: argparse.Namespace,
-    work: Path, env: dict[str, str], deadline: float,
+    work: Path, env: dict[str, str], deadline: float, cache: str = "cache",
 ) -> dict[str, Any]:  # fmt: skip
     """One pytest run of the sweep; its results, timing and (with the stand-ins) requests."""
     log = work / f"{name}.requests.jsonl"
     left = max(1.0, deadline - time.monotonic())
     command = [
         sys.executable, "-m", "pytest", "suites/aime25", "-p", "no:cacheprovider",
-        "--dataset-path=problems.jsonl", "--mode=retool", "--val-n=2", "--sandbox-timeout=30",
+        "--dataset-path=problems.jsonl", "--sandbox-timeout=30",
         f"--max-tokens={args.max_tokens}", "--max-trajectory-tokens=4096",
         "--serve", f"--serve-backend={args.backend}", "--serve-max-servers=1", f"--serve-timeout={left:.0f}",
-        "-n", "2", f"--agenteval-out={name}/aime25.jsonl", "--agenteval-cache-dir=cache",
+        "-n", "2", f"--agenteval-out={name}/aime25.jsonl", f"--agenteval-cache-dir={cache}",
         *(f"--model-path={label}={models[label]}" for label in order), *extra,
     ]  # fmt: skip
     started = time.monotonic()
@@ -183,10 +188,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = {label: Path(getattr(args, label)).resolve() for label in LABELS}
     env = environment(args, work)
     deadline = time.monotonic() + args.time_limit_s
+    retool = ["--mode=retool", "--val-n=2"]
+    plan = [
+        ("thinking-on", LABELS, [*retool, "--thinking=on"], "cache"),
+        ("reverse", LABELS[::-1], [*retool, "--thinking=on"], "cache"),
+        ("thinking-off", LABELS, [*retool, "--thinking=off"], "cache"),
+    ]
+    if args.full:
+        plan.append(("tokens", LABELS, [*retool, "--continuation=tokens"], "cache-tokens"))
+        plan.append(("n", LABELS, ["--mode=text-only", "--val-n=4", "--samples-per-request=4"], "cache-n"))
     runs = {
-        "thinking-on": sweep("thinking-on", models, LABELS, ["--thinking=on"], args, work, env, deadline),
-        "reverse": sweep("reverse", models, LABELS[::-1], ["--thinking=on"], args, work, env, deadline),
-        "thinking-off": sweep("thinking-off", models, LABELS, ["--thinking=off"], args, work, env, deadline),
+        name: sweep(name, models, order, extra, args, work, env, deadline, cache)
+        for name, order, extra, cache in plan
     }
     checks: dict[str, bool] = {}
     for name, run in runs.items():
@@ -200,6 +213,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         on = runs["thinking-on"]
         checks["thinking-on: wave 2's bodies are wave 1's"] = bodies(on, "other") == bodies(on, "base") != []
         checks["reverse: 0 completion requests"] = runs["reverse"]["requests"] == []
+        if args.full:
+            for label in LABELS:  # in wave 2 as in wave 1
+                paths = [json.loads(b) for b in bodies(runs["tokens"], label)]
+                checks[f"tokens: {label} continues from token ids"] = any(
+                    isinstance(b.get("prompt"), list) for b in paths
+                )
+                sizes = [json.loads(b).get("n") for b in bodies(runs["n"], label)]
+                checks[f"n: {label} one request of n=4 a problem"] = sizes == [4, 4]
     report = {
         "backend": args.backend,
         "standins": args.standins,
