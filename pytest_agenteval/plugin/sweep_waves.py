@@ -36,11 +36,25 @@ class WaveStealing(PaidOnceStealing):
     def check_schedule(self) -> None:
         if self.collection is not None:
             self._hold()
-            if self.held and not self.pending and self._nothing_else():
-                # no running wave's item is left to give an idle worker: it takes the held
-                # ones (it would be shut down otherwise) and waits there for their server
-                self.pending[:], self.held = self.held, []
+            if self.held and not self._awaited and self._would_shut_down():
+                # no running wave's item is left for an idle worker (xdist would shut it
+                # down, and a worker on its last item runs it only once told there is no
+                # more): it takes the held items and waits there for their server
+                self._release()
         super().check_schedule()
+
+    def _release(self) -> None:
+        """Each idle worker its share of what is pending, then its share of the held."""
+        idle = [n for n, p in self.node2pending.items() if not n.shutting_down and len(p) < MIN_PENDING]
+        current, later = list(self.pending), list(self.held)
+        self.held = []
+        for i, node in enumerate(idle):
+            rest = len(idle) - i
+            mine = current[: len(current) // rest] + later[: len(later) // rest]
+            current, later = current[len(current) // rest :], later[len(later) // rest :]
+            self.pending[:] = mine
+            self._send_tests(node, len(mine))
+        self.pending[:] = current + later
 
     def _hold(self) -> None:
         """Release the held items whose server is up; hold back the pending ones whose is not."""
@@ -51,13 +65,19 @@ class WaveStealing(PaidOnceStealing):
         held = set(self.held)
         self.pending[:] = [i for i in items if i not in held]
 
-    def _nothing_else(self) -> bool:
-        """An idle worker would get nothing: no steal is on its way and no queue is long
-        enough to steal from (xdist's own rule)."""
-        nodes = [(node, pending) for node, pending in self.node2pending.items() if not node.shutting_down]
-        if not any(len(pending) < MIN_PENDING for _, pending in nodes):
-            return False  # nobody idle: nothing to decide yet
-        if self.steal_requested_from_node is not None:
+    def _would_shut_down(self) -> bool:
+        """xdist's `check_schedule` on what is pending now would end with idle workers and
+        nothing to steal for them (its own rules, played out on the queue lengths)."""
+        queues = {node: len(pending) for node, pending in self.node2pending.items() if not node.shutting_down}
+        idle = [node for node, size in queues.items() if size < MIN_PENDING]
+        if not idle:
             return False
-        longest = max((len(pending) for _, pending in nodes), default=0)
+        left = len(self.pending)
+        for i, node in enumerate(idle):  # pending is shared evenly among the idle ones
+            sent = left // (len(idle) - i)
+            queues[node] += sent
+            left -= sent
+        if all(size >= MIN_PENDING for size in queues.values()) or self.steal_requested_from_node is not None:
+            return False
+        longest = max(queues.values(), default=0)
         return min(longest // 2, max(0, longest - MIN_PENDING)) == 0

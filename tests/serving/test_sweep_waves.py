@@ -200,3 +200,24 @@ def test_a_later_waves_items_wait_while_a_running_waves_are_left(pytester: pytes
     up.add("other")  # its server is up: stealing as usual
     sched.mark_test_complete(a, 0)
     assert b.steals == [[9, 10, 11]] and not sched.tests_finished
+
+
+def test_a_worker_on_its_last_item_of_a_wave_gets_the_held_ones_not_a_shutdown(
+    pytester: pytest.Pytester,
+) -> None:
+    """Wave 1 has one item a worker, wave 2 four: each worker gets its wave 1 item and then
+    wave 2's (it runs its last item only once it has a next one or is shut down; a shut
+    down worker would leave wave 2 with no worker at all)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label, n in (("other", 2), ("base", 4)) for i in range(n)]
+    config = pytester.parseconfig("--tx", "2*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[base:" in nodeid)
+    a, b = FakeNode("a"), FakeNode("b")
+    for node in (a, b):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b):
+        collect(sched, node, collection)
+    assert (a.sent, b.sent) == ([0, 2, 3], [1, 4, 5])
+    assert not a.shutting_down and not b.shutting_down and sched.held == []
