@@ -221,3 +221,12 @@ def test_a_worker_on_its_last_item_of_a_wave_gets_the_held_ones_not_a_shutdown(
         collect(sched, node, collection)
     assert (a.sent, b.sent) == ([0, 2, 3], [1, 4, 5])
     assert not a.shutting_down and not b.shutting_down and sched.held == []
+
+
+def test_a_later_wave_whose_run_ended_errors_instead_of_waiting_forever(tmp_path: Path) -> None:
+    from pytest_agenteval.api.sampler import SamplerError
+    from pytest_agenteval.models.serve.handoff import LaterServer, served_file
+
+    wait = LaterServer(served_file(tmp_path / "gone", "step-200"), "step-200")
+    with pytest.raises(SamplerError, match="the server of model step-200 never started: the run ended"):
+        asyncio.run(wait())

@@ -69,4 +69,8 @@ class LaterServer:
                 if data.get("error"):
                     raise SamplerError(str(data["error"]))
                 return data
+            if not self.path.parent.is_dir():  # the controller ended the run (its folder is gone)
+                raise SamplerError(
+                    f"the server of model {self.label} never started: the run ended before its wave"
+                )
             await asyncio.sleep(POLL_S)
