@@ -118,9 +118,21 @@ class Rehearsal:
             sys.executable, "-m", "pytest", "suites/aime25", "-p", "no:cacheprovider", *args,
             f"--agenteval-out={name}/aime25.jsonl", f"--agenteval-cache-dir={cache}",
         ]  # fmt: skip
-        done = subprocess.run(
-            command, cwd=self.folder, env=environ, capture_output=True, text=True, timeout=240, check=False
-        )
+        try:
+            done = subprocess.run(
+                command,
+                cwd=self.folder,
+                env=environ,
+                capture_output=True,
+                text=True,
+                timeout=150,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:  # what it said until then, to see where it stopped
+            said = [
+                part.decode() if isinstance(part, bytes) else part or "" for part in (exc.stderr, exc.stdout)
+            ]
+            pytest.fail(f"the {name} sweep did not end within 150 s:\n{''.join(said)[-4000:]}")
         self.runs[name] = run = Run(self.folder / name, log, done)
         return run
 
