@@ -41,6 +41,18 @@ class WaveStealing(PaidOnceStealing):
                 # down, and a worker on its last item runs it only once told there is no
                 # more): it takes the held items and waits there for their server
                 self._release()
+            # a worker whose next item waits for a later wave's server must not be sent a
+            # running wave's items: it runs its queue in order, so they would wait behind it
+            blocked = {
+                n: q for n, q in self.node2pending.items() if q and self.waiting(self.collection[q[0]])
+            }
+            for node in blocked:
+                del self.node2pending[node]
+            try:
+                super().check_schedule()
+            finally:
+                self.node2pending.update(blocked)
+            return
         super().check_schedule()
 
     def _release(self) -> None:

@@ -230,3 +230,28 @@ def test_a_later_wave_whose_run_ended_errors_instead_of_waiting_forever(tmp_path
     wait = LaterServer(served_file(tmp_path / "gone", "step-200"), "step-200")
     with pytest.raises(SamplerError, match="the server of model step-200 never started: the run ended"):
         asyncio.run(wait())
+
+
+def test_a_worker_waiting_on_a_later_wave_is_sent_no_running_waves_item(pytester: pytest.Pytester) -> None:
+    """A crashed worker's wave 1 items go back to pending while b waits on wave 2: they go to
+    the replacement, never behind b's waiting item (b would hold them until wave 1 ends)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label, n in (("base", 4), ("other", 2)) for i in range(n)]
+    config = pytester.parseconfig("--tx", "2*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
+    a, b = FakeNode("a"), FakeNode("b")
+    for node in (a, b):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b):
+        collect(sched, node, collection)
+    sched.node2pending[a], sched.node2pending[b] = [0, 1, 2], [4]  # b waits on wave 2's item 4
+    sched.pending[:], sched.held = [3], [5]
+    sched.check_schedule()
+    assert sched.node2pending[b] == [4] and sched.pending == [3]  # kept for a worker free to run it
+    sched.remove_node(a)  # a crashed on 0: 1 and 2 go back to pending, b still waits
+    c = FakeNode("c")
+    sched.add_node(c)  # type: ignore[arg-type]
+    collect(sched, c, collection)
+    assert sched.node2pending[b] == [4] and sorted(c.sent) == [1, 2, 3]
