@@ -18,6 +18,7 @@ from pytest_agenteval.models.http.probe import Unreachable, request_json
 from pytest_agenteval.models.identity import identifies_weights
 from pytest_agenteval.models.schemes import SCHEMES as SDK_SCHEMES
 from pytest_agenteval.models.schemes import checkpoint_of, sdk_scheme
+from pytest_agenteval.models.serve.record import ServedModel
 
 
 @dataclass(frozen=True)
@@ -32,17 +33,21 @@ class ModelChoice:
     model_name: str | None = None  # trio/tinker: the base model
     # transformers: the base checkpoint of an adapter `path`; gguf: the base gguf of a LoRA `path`
     base: Path | None = None
-    served: Mapping[str, Any] | None = None  # openai: the servers this run launched (serving/)
+    served: ServedModel | None = None  # openai: the server this run launched (models/serve/)
     api_key: str | None = field(default=None, repr=False)  # a launched server's per-launch key
     uri: str = ""  # trio/tinker: the --model-path as given
     # openai (--endpoint): each endpoint's /v1/models entry of the served name (None: not
     # listed), asked once on the controller; the cache key's fingerprint (models/identity.py)
     reported: tuple[Mapping[str, Any] | None, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.served is not None and not isinstance(self.served, ServedModel):  # its dict form
+            object.__setattr__(self, "served", ServedModel.from_dict(self.served))
+
     @property
     def label(self) -> str:
         if self.served is not None:
-            return str(self.served.get("label") or self.model_name)
+            return self.served.label or str(self.model_name)
         if self.kind == "transformers" and self.model_name:  # a hub id: its name, not the commit
             return self.model_name.rstrip("/").rsplit("/", 1)[-1]
         if self.kind in SDK_SCHEMES:
@@ -66,11 +71,23 @@ def served_choice(data: Mapping[str, Any]) -> ModelChoice:
     every worker: an OpenAI-protocol choice pointing at the server's replicas."""
     return ModelChoice(
         "openai",
-        endpoints=tuple(data["endpoints"]),
+        endpoints=tuple(data.get("endpoints") or ()),  # none yet: a later wave's (`pending`)
         model_name=str(data["model_name"]),
-        served=dict(data["served"]),
+        served=ServedModel.from_dict(data["served"]),
         api_key=data.get("key"),
     )
+
+
+def served_data(choice: ModelChoice) -> dict[str, Any]:
+    """A launched server's choice as workers receive it (`served_choice` reads it back);
+    the per-launch key travels over xdist's channel, in memory only, never to a file."""
+    assert choice.served is not None
+    return {
+        "endpoints": list(choice.endpoints),
+        "model_name": choice.model_name,
+        "served": choice.served.as_dict(),
+        "key": choice.api_key,
+    }
 
 
 def choose_model(
@@ -200,7 +217,7 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
         if choice.base is not None:  # a GGUF LoRA: sha256 is the adapter's, the base beside it
             info.update(base=str(choice.base), base_sha256=file_fingerprint(choice.base))
     elif choice.kind == "openai" and choice.served is not None:
-        info.update(name=choice.model_name, served=dict(choice.served), token_counter="the server's")
+        info.update(name=choice.model_name, served=choice.served.describe(), token_counter="the server's")
     elif choice.kind == "transformers":
         from pytest_agenteval.models.backends.checkpoint import describe_checkpoint
 
@@ -240,6 +257,6 @@ def describe_model(choice: ModelChoice, settings: Any) -> dict[str, Any]:
 def display_name(choice: ModelChoice, info: Mapping[str, Any]) -> str:
     """The model as people read it (terminal, summaries): a launched server's is the model
     the user gave with its server (`step-200 (vllm, launched)`), not the alias it serves."""
-    if choice.served is not None and choice.served.get("display"):
-        return str(choice.served["display"])
+    if choice.served is not None and choice.served.label:
+        return choice.served.display
     return f"{info.get('name') or choice.label} ({choice.kind})"

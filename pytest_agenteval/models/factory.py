@@ -5,14 +5,13 @@ timeouts and retries, a launched server's sampling defaults, `--concurrency auto
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.api.sampler import ModelIdentity, SamplerError
+from pytest_agenteval.api.sampler import SamplerError
 from pytest_agenteval.models.backends.openai import OpenAISampler
 from pytest_agenteval.models.backends.replay import ReplaySource
-from pytest_agenteval.models.choice import SDK_SCHEMES, ModelChoice, served_choice
+from pytest_agenteval.models.choice import SDK_SCHEMES, ModelChoice
 from pytest_agenteval.models.http.aimd import auto_start
 from pytest_agenteval.models.http.retry import RetryPolicy
 from pytest_agenteval.models.identity import reported_fingerprint
@@ -24,8 +23,6 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
     cache folder SDK samplers keep their files in)."""
     if choice.kind == "invalid":
         raise SamplerError(choice.model_name or "invalid model options")
-    if choice.served is not None and choice.served.get("pending"):  # a sweep's server that starts later
-        return _waiting_sampler(choice, settings, concurrency, home)
     if choice.kind in SDK_SCHEMES:
         from pytest_agenteval.models.backends.sdk import SdkSampler
         from pytest_agenteval.models.backends.sdk_adapters import adapter_for
@@ -72,11 +69,16 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         tokenizer.enable_thinking = think.enable_thinking  # token-in/token-out renders here
         think = think.with_template(tokenizer.template)  # the tags of the model's own template
     launched: dict[str, str] = {}
+    awaiting = None
     fingerprint = reported_fingerprint(choice.reported)  # what --endpoint servers report
     if choice.served is not None:  # defaults the server would otherwise apply, sent explicitly
-        extra = {**dict(choice.served.get("sampling_defaults") or {}), **extra}
-        launched = dict(choice.served.get("logs") or {})
-        fingerprint = str(choice.served.get("fingerprint", ""))  # the launched weights' files
+        extra = {**dict(choice.served.sampling_defaults), **extra}
+        launched = dict(choice.served.logs)
+        fingerprint = choice.served.fingerprint  # the launched weights' files
+        if choice.served.pending:  # a sweep's later wave: the same sampler, its address to come
+            from pytest_agenteval.models.serve.handoff import LaterServer
+
+            awaiting = LaterServer(Path(choice.served.pending), choice.label)
     sampler = OpenAISampler(
         choice.endpoints,
         choice.model_name or "default",
@@ -90,32 +92,11 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         extra_body=extra,
         tokenizer=tokenizer,
         continuation=settings.continuation,
-        stream=not settings.no_stream and bool((choice.served or {}).get("streams", True)),
+        stream=not settings.no_stream and (choice.served is None or choice.served.streams),
         idle_timeout_s=settings.idle_timeout,
         adaptive_start=auto_start(settings.concurrency, concurrency, settings.concurrency_max),
         think=think,
+        awaiting=awaiting,
     )
     sampler.records_served = True  # each generation records the reply's model (not a judge's)
     return sampler
-
-
-def _waiting_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Path | None) -> Any:
-    """The sampler of a sweep's model whose server is not up yet: it waits for the file the
-    controller writes once the server is ready (models/serve/handoff.py), then sends there."""
-    from pytest_agenteval.models.serve.handoff import WaitingSampler
-
-    assert choice.served is not None
-
-    def build(data: Mapping[str, Any]) -> Any:
-        return make_sampler(served_choice(data), settings, concurrency, home)
-
-    identity = ModelIdentity(  # what the OpenAI sampler of a launched server says (the cache key)
-        backend="openai",
-        name=choice.model_name or "default",
-        location="launched",
-        fingerprint=str(choice.served.get("fingerprint", "")),
-        details={"api_key_env": settings.api_key_env},
-    )
-    return WaitingSampler(
-        Path(choice.served["pending"]), identity, build, settings.serve_timeout, label=choice.label
-    )

@@ -179,17 +179,12 @@ def worker_choices(
 
 
 def fill_workerinput(workerinput: Any, models: Sequence[SweepModel], choices: dict[str, ModelChoice]) -> None:
+    from pytest_agenteval.models.choice import served_data
+
     workerinput[WORKERINPUT_MODELS] = [[m.label, m.source] for m in models]
     # the models on servers this run launched (launch_sweep): as `served_choice` reads them
     workerinput[WORKERINPUT_SERVED] = {
-        label: {
-            "endpoints": list(choice.endpoints),
-            "model_name": choice.model_name,
-            "served": dict(choice.served),
-            "key": choice.api_key,
-        }
-        for label, choice in choices.items()
-        if choice.served is not None
+        label: served_data(choice) for label, choice in choices.items() if choice.served is not None
     }
     workerinput[WORKERINPUT_REPORTED] = {
         label: [None if entry is None else dict(entry) for entry in choice.reported]

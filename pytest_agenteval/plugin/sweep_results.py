@@ -17,6 +17,7 @@ from pytest_agenteval.output.gate import Gate, GateResult, evaluate_gate, evalua
 from pytest_agenteval.output.results import ResultsFile, StoredRecords, default_out_path
 from pytest_agenteval.plugin.sequential import STATE as SEQUENTIAL
 from pytest_agenteval.plugin.sweep import MODELS, model_settings
+from pytest_agenteval.plugin.sweep_servers import summary_choice
 from pytest_agenteval.tasks.registry import suite_by_name
 
 Key = tuple[str, str]  # (suite, model label)
@@ -75,6 +76,7 @@ class SweepResults:
         per_label: dict[str, dict[str, list[ProblemRecord]]] = {}
         all_summaries: list[dict[str, Any]] = []
         for label, choice in c.models.items():
+            choice = summary_choice(c.config, label, choice)  # a launched server: as it ran
             records = {
                 name: [r for r in group if r.extra.get("model") == label] for name, group in by_suite.items()
             }

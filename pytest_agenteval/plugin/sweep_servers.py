@@ -5,6 +5,7 @@ the next. The logic lives in models/serve/sweep_launch.py; this is the pytest gl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +16,7 @@ import pytest
 
 from pytest_agenteval.models import ModelChoice
 from pytest_agenteval.models.choice import served_choice
-from pytest_agenteval.models.serve.handoff import PENDING_KEY, is_ready
+from pytest_agenteval.models.serve.handoff import is_ready
 from pytest_agenteval.models.sweep import item_label
 from pytest_agenteval.output.results import RESULTS_DIR
 
@@ -73,6 +74,7 @@ def launch_sweep(
     config.stash[SWEEP_SERVERS] = servers
     config.add_cleanup(servers.close)
     servers.start_ready()
+    servers.announce()  # which wave runs, what each later model waits for
     config.pluginmanager.register(SweepServePlugin(servers), "agenteval-sweep-servers")
     choices = {}
     for label in resolved:
@@ -85,7 +87,20 @@ def launch_sweep(
 
 
 def placeholder_choice(data: Mapping[str, Any]) -> ModelChoice:
-    return ModelChoice("openai", model_name=str(data["model_name"]), served=dict(data["served"]))
+    """A later wave's model: its record (ServedModel) known now, its address to come."""
+    return served_choice(data)
+
+
+def summary_choice(config: pytest.Config, label: str, choice: ModelChoice) -> ModelChoice:
+    """A model's choice for its summary: where its server was launched, the record of the
+    server as it ran (replicas, logs, its notes), in whichever wave it ran."""
+    servers = config.stash.get(SWEEP_SERVERS, None)
+    if servers is None or label not in servers.models or choice.served is None:
+        return choice
+    run = servers.launches.get(servers.server_of(label))
+    if run is None:  # it never started: its record as known at start-up
+        return choice
+    return dataclasses.replace(choice, endpoints=tuple(run.endpoints), served=servers.record(label))
 
 
 def model_ready(choices: Mapping[str, ModelChoice]) -> Callable[[str], bool]:
@@ -95,7 +110,7 @@ def model_ready(choices: Mapping[str, ModelChoice]) -> Callable[[str], bool]:
 
     def ready(label: str) -> bool:
         choice = choices.get(label)
-        pending = (choice.served or {}).get(PENDING_KEY) if choice is not None else None
+        pending = choice.served.pending if choice is not None and choice.served is not None else ""
         return not pending or is_ready(Path(pending))
 
     return ready
@@ -108,6 +123,7 @@ class SweepServePlugin:
         self.servers = servers
         self.labels = sorted(servers.models, key=len, reverse=True)  # "a-1" before "a"
         self.counted = False
+        self.done: set[str] = set()  # node ids counted as finished
 
     def _expect(self, nodeids: Sequence[str]) -> None:
         if self.counted:
@@ -128,11 +144,30 @@ class SweepServePlugin:
         if session.config.getoption("dist", "no") == "no":  # no xdist: this process collected
             self._expect([item.nodeid for item in session.items])
 
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Work stealing that keeps a later wave's items back while a running wave's are
+        left (plugin/sweep_waves.py); the plugin's own scheduler otherwise."""
+        if config.getoption("dist") != "load" or len(self.servers.plan.waves()) < 2:
+            return None
+        from pytest_agenteval.plugin.sweep_waves import WaveStealing
+
+        return WaveStealing(config, log, self.waiting)
+
+    def waiting(self, nodeid: str) -> bool:
+        """The item's model is a later wave's whose server is not up (nor failed) yet."""
+        label = item_label(nodeid, self.labels)
+        return label is not None and self.servers.waiting(label)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            label = item_label(report.nodeid, self.labels)
-            if label is not None:
-                self.servers.finished(label)
+        # an item is done at its teardown, or when its worker died: xdist then reports it
+        # with when="???" and no teardown follows (the worker's replacement never runs it)
+        if report.when not in ("teardown", "???") or report.nodeid in self.done:
+            return
+        self.done.add(report.nodeid)
+        label = item_label(report.nodeid, self.labels)
+        if label is not None:
+            self.servers.finished(label)
 
 
 def _cache_folder(config: pytest.Config, settings: Any) -> Path | None:

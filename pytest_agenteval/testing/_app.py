@@ -141,6 +141,7 @@ class ServerCore:
         tokenizer = bill_ids if self.billing is not None else char_tokens
         add_tokenize_routes(app, self.config.tokenize, self.side_requests, tokenizer)
         self.batches.add_routes(app)
+        self.add_routes(app)
         # handler_cancellation: a client that hangs up (timeout) ends its request's
         # in-flight time instead of leaving a handler sleeping on.
         self._runner = web.AppRunner(
@@ -157,6 +158,9 @@ class ServerCore:
         await site.start()
         self.port = int(self._runner.addresses[0][1])
         return self.url
+
+    def add_routes(self, app: web.Application) -> None:
+        """More routes of a server built on this one (the vLLM and SGLang stand-ins' /health)."""
 
     async def stop(self) -> None:
         if self._runner is None:

@@ -88,13 +88,3 @@ def test_a_server_that_failed_turns_each_call_into_its_reason(tmp_path: Path) ->
     with pytest.raises(SamplerError) as caught:
         asyncio.run(sampler.complete([{"role": "user", "content": "hi"}], PARAMS))
     assert str(caught.value) == "llama-cpp server exited with code 2; log /x/server.log"
-
-
-def test_waiting_past_serve_timeout_is_an_error_naming_the_option(tmp_path: Path) -> None:
-    sampler = make_sampler(placeholder(tmp_path), Settings(serve_timeout=0.5), 2)
-    with pytest.raises(SamplerError) as caught:
-        asyncio.run(sampler.complete([{"role": "user", "content": "hi"}], PARAMS))
-    assert str(caught.value) == (
-        "the server of model step-200 was not up after 0.5 s of waiting (--serve-timeout); "
-        "the models before it in the sweep took longer"
-    )

@@ -25,12 +25,14 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "-n 2"])
 def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
-    run_suite, tmp_path: Path, workers
+    run_suite, tmp_path: Path, workers, agenteval_perturbed_gguf: Path
 ) -> None:
     base = embedded_model_path()
     lora = make_gguf_lora(tmp_path / "lora.gguf", base=base, seed=1)
+    # other weights: a byte copy of the base has its cache key in every wave, and is answered
+    # from the base's generations without a server
     copy = tmp_path / "copy.gguf"
-    shutil.copyfile(base, copy)
+    shutil.copyfile(agenteval_perturbed_gguf, copy)
     result, out = run_suite(
         *FAST,
         f"--model-path=smol={base}",

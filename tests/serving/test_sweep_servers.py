@@ -52,7 +52,7 @@ def pytest_configure_node(node):
     node.workerinput["served"] = {
         label: {
             "endpoints": list(c.endpoints), "model_name": c.model_name,
-            "served": dict(c.served), "key": c.api_key,
+            "served": c.served.as_dict(), "key": c.api_key,
         }
         for label, c in STATE["choices"].items()
     }

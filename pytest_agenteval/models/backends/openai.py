@@ -9,7 +9,7 @@ import random
 import socket
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_agenteval.api.sampler import (
@@ -76,8 +76,14 @@ class OpenAISampler:
         idle_timeout_s: float = 60.0,
         adaptive_start: int | None = None,
         think: ThinkSplit | None = None,
+        awaiting: Callable[[], Awaitable[Mapping[str, Any]]] | None = None,
     ) -> None:
         self.endpoints = [url.rstrip("/") for url in endpoints]
+        # a sweep's later-wave server (models/serve/handoff.py): its endpoints, key and logs
+        # arrive when it is up; everything else (the cache key included) is known now
+        self._awaiting = awaiting
+        self._connecting: asyncio.Lock | None = None
+        self._connect_error: str | None = None
         self.model_name = model_name
         self.concurrency = concurrency
         self.adaptive_start = adaptive_start  # --concurrency auto: AIMD from here up to concurrency
@@ -93,7 +99,7 @@ class OpenAISampler:
             backend="openai",
             name=model_name,
             # a launched server's port changes every run; its model identity does not
-            location="launched" if self.launched else ",".join(self.endpoints),
+            location="launched" if self.launched or awaiting else ",".join(self.endpoints),
             fingerprint=fingerprint,
             details={"api_key_env": api_key_env},
         )
@@ -114,6 +120,31 @@ class OpenAISampler:
         # splits each reply into reasoning and answer (models/reasoning.py); the run's
         # --think-tags and --thinking are set by make_sampler, a judge keeps the defaults
         self.think = think or ThinkSplit()
+
+    async def connect(self) -> None:
+        """A later wave's server: wait until it is up, then send there. Once."""
+        if self._awaiting is None:
+            return
+        if self._connect_error is not None:
+            raise SamplerError(self._connect_error)
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._awaiting is None:
+                return
+            if self._connect_error is not None:
+                raise SamplerError(self._connect_error)
+            try:
+                data = await self._awaiting()
+            except SamplerError as exc:
+                self._connect_error = str(exc)
+                raise
+            self.endpoints = [str(url).rstrip("/") for url in data.get("endpoints") or ()]
+            self._api_key = data.get("key") or self._api_key
+            logs = (data.get("served") or {}).get("logs") or {}
+            self.launched = {str(url).rstrip("/"): str(log) for url, log in logs.items()}
+            self.health = EndpointHealth(self.endpoints)
+            self._awaiting = None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -228,6 +259,8 @@ class OpenAISampler:
         """Send with retries; endpoints out of the rotation are skipped, a retry after an
         endpoint's failure goes to another one at once, and when every endpoint has been
         down past the retry budget the request fails without waiting it out."""
+        if self._awaiting is not None:
+            await self.connect()
         session = self._ensure_session()
         assert self._slots is not None
         priority = request_priority.get()

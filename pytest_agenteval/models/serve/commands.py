@@ -18,6 +18,14 @@ from pytest_agenteval.models.serve.resolve import ResolvedModel, ResolveError
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 MAX_LORAS_CAP = 8
 HOST = "127.0.0.1"
+# Sent with every request, so the server's own defaults never decide a sample: llama_cpp.server's
+# are top_k=40, min_p=0.05, repeat_penalty=1.1; vLLM's and SGLang's come from the checkpoint.
+# Known before a server starts: a later wave's model has the same cache key as the first's.
+SAMPLING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama-cpp": {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0},
+    "vllm": {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
+    "sglang": {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
+}
 
 
 # vLLM tool-call parsers by config.json model_type, so `--bfcl-style native` gets tool_calls back
@@ -137,8 +145,7 @@ def llama_cpp_command(
         "--n_ctx", str(n_ctx),
         *extra,
     )  # fmt: skip
-    # llama_cpp.server's own defaults are top_k=40, min_p=0.05, repeat_penalty=1.1: turn them off
-    defaults = {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
+    defaults = dict(SAMPLING_DEFAULTS["llama-cpp"])
     return ServerSpec("llama-cpp", argv, port, model.served_name, "API_KEY", sampling_defaults=defaults)
 
 
@@ -166,7 +173,7 @@ def llama_cpp_config_command(
         entries.append(entry)
     config_path.write_text(json.dumps({"host": HOST, "port": port, "models": entries}, indent=1), "utf-8")
     argv = (sys.executable, "-m", "llama_cpp.server", "--config_file", str(config_path))
-    defaults = {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
+    defaults = dict(SAMPLING_DEFAULTS["llama-cpp"])
     return ServerSpec("llama-cpp", argv, port, models[0][0], "API_KEY", sampling_defaults=defaults)
 
 
@@ -220,7 +227,7 @@ def vllm_command(
     if internal_port is not None:  # replicas on one host must not share vLLM's internal ports
         env["VLLM_PORT"] = str(internal_port)
     served = base.served_name if model.kind == "adapter" else model.served_name
-    defaults = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+    defaults = dict(SAMPLING_DEFAULTS["vllm"])
     return ServerSpec("vllm", (*argv, *extra), port, served, "VLLM_API_KEY", env, 30.0, names, defaults)
 
 
@@ -255,7 +262,7 @@ def sglang_command(
         argv += ["--enable-lora", "--max-lora-rank", str(max(ranks))]
         argv += ["--lora-paths", *(f"{n}={p}" for n, p in names.items())]
     env = {"CUDA_VISIBLE_DEVICES": devices} if devices is not None else {}
-    defaults = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+    defaults = dict(SAMPLING_DEFAULTS["sglang"])
     return ServerSpec("sglang", (*argv, *extra), port, served, None, env, 30.0, names, defaults)
 
 

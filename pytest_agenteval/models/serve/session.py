@@ -7,7 +7,7 @@ import importlib.metadata
 import importlib.util
 import json
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from pytest_agenteval.models.serve.launcher import (
     stop,
 )
 from pytest_agenteval.models.serve.probe import probe_adapter
+from pytest_agenteval.models.serve.record import ServedModel
 from pytest_agenteval.models.serve.resolve import ResolvedModel
 
 KEEP_FILE = "serve-keep.json"
@@ -102,27 +103,27 @@ class Launch:
     def key(self) -> str | None:
         return self.servers[0].key
 
-    def describe(self) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "label": self.label,
-            # for people: the model the user gave, not the alias requests carry (served_name)
-            "display": f"{self.label} ({self.servers[0].spec.backend}, launched)",
-            "model": self.resolved.describe(),
-            "replicas": [s.describe() for s in self.servers],
-            "logs": {s.url: str(s.log_path) for s in self.servers},
-            "sampling_defaults": dict(self.servers[0].spec.sampling_defaults),
-            "fingerprint": self.resolved.weights_fingerprint,  # the cache key's
-            # llama_cpp.server ends a running stream when the next request arrives: ask whole replies
-            "streams": all(s.spec.backend != "llama-cpp" for s in self.servers),
-        }
+    def record(self, label: str | None = None, serves: Sequence[str] = ()) -> ServedModel:
+        """The typed record of this launch (models/choice.py), for `label` (a sweep's model
+        on this server) or the run's own model."""
         notes = [line for s in self.servers for line in server_notes(s.log_path)]
-        if notes:
-            info["server_notes"] = notes
-        if self.probe is not None:
-            info["adapter_probe"] = dict(self.probe)
-        if self.warnings:
-            info["warnings"] = list(self.warnings)
-        return info
+        return ServedModel(
+            label=label or self.label,
+            backend=self.servers[0].spec.backend,
+            model=self.resolved.describe(),
+            fingerprint=self.resolved.weights_fingerprint,  # the cache key's
+            sampling_defaults=dict(self.servers[0].spec.sampling_defaults),
+            streams=all(s.spec.backend != "llama-cpp" for s in self.servers),
+            serves=tuple(sorted(serves)),
+            replicas=tuple(s.describe() for s in self.servers),
+            logs={s.url: str(s.log_path) for s in self.servers},
+            server_notes=tuple(notes),
+            adapter_probe=dict(self.probe) if self.probe is not None else None,
+            warnings=tuple(self.warnings),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return self.record().describe()
 
     def workerinput(self) -> dict[str, Any]:
         """What a worker needs to use the servers (the key travels over xdist's channel,
@@ -131,7 +132,7 @@ class Launch:
             "endpoints": list(self.endpoints),
             "model_name": self.request_name,
             "key": self.key,
-            "served": self.describe(),
+            "served": self.record().as_dict(),
         }
 
     def stop(self) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agenteval.models.serve.commands import (
+    SAMPLING_DEFAULTS,
     ServerSpec,
     adapter_served_name,
     llama_cpp_command,
@@ -20,8 +21,9 @@ from pytest_agenteval.models.serve.commands import (
     sglang_command,
     vllm_command,
 )
-from pytest_agenteval.models.serve.handoff import PENDING_KEY, served_file, write_served
+from pytest_agenteval.models.serve.handoff import served_file, write_served
 from pytest_agenteval.models.serve.launcher import LaunchError, free_port, launch, new_key
+from pytest_agenteval.models.serve.record import ServedModel
 from pytest_agenteval.models.serve.resolve import ResolvedModel
 from pytest_agenteval.models.serve.session import Launch, _version, pick_backend
 from pytest_agenteval.models.serve.sweep_plan import PlannedModel, SweepSchedule, plan_servers
@@ -87,37 +89,80 @@ class SweepServers:
         return model.served_name
 
     # -- what workers get -----------------------------------------------------------------
+    def record(self, label: str) -> ServedModel:
+        """`label`'s server as it is known at start-up, whatever its wave: the weights, the
+        backend and the sampling defaults (the cache key's and the summary identity's);
+        once the server is up, with its replicas, logs and notes as well."""
+        model, server = self.models[label], self.server_of(label)
+        backend = self.backends[server]
+        assert backend is not None
+        known = ServedModel(
+            label=label,
+            backend=backend,
+            model=model.describe(),
+            fingerprint=model.weights_fingerprint,
+            sampling_defaults=dict(SAMPLING_DEFAULTS[backend]),
+            streams=backend != "llama-cpp",
+            serves=tuple(sorted(self.plan.servers[server].labels)),
+        )
+        run = self.launches.get(server)
+        if run is None:
+            return known
+        up = run.record()
+        return replace(
+            known,
+            sampling_defaults=dict(up.sampling_defaults),
+            replicas=up.replicas,
+            logs=up.logs,
+            server_notes=up.server_notes,
+            adapter_probe=up.adapter_probe,
+            warnings=up.warnings,
+        )
+
     def placeholder(self, label: str) -> dict[str, Any]:
-        """A model's choice before its server is known: its sampler waits for the served file."""
-        model, backend = self.models[label], self.backends[self.server_of(label)]
-        served = {
-            "label": label,
-            "display": f"{label} ({backend}, launched)",
-            PENDING_KEY: str(served_file(self.folder, label)),
-            "fingerprint": model.weights_fingerprint,
-            "model": model.describe(),
-            "streams": backend != "llama-cpp",
-        }
-        return {"model_name": self.request_name(label), "served": served}
+        """A later wave's model as workers get it at start-up: its record and the file
+        its server's address and key will arrive in (`pending`)."""
+        record = replace(self.record(label), pending=str(served_file(self.folder, label)))
+        return {"model_name": self.request_name(label), "served": record.as_dict()}
 
     def served(self, label: str) -> dict[str, Any]:
         """What the served file holds for a started server (the key included)."""
         run = self.launches[self.server_of(label)]
-        model = self.models[label]
-        described = {
-            **run.describe(),
-            "label": label,
-            "display": f"{label} ({run.servers[0].spec.backend}, launched)",
-            "model": model.describe(),
-            "fingerprint": model.weights_fingerprint,
-            "serves": list(self.plan.servers[self.server_of(label)].labels),
-        }
         return {
             "endpoints": list(run.endpoints),
             "model_name": self.request_name(label),
             "key": run.key,
-            "served": described,
+            "served": self.record(label).as_dict(),
         }
+
+    # -- what the terminal says about waves ------------------------------------------------
+    def wave_of(self, server: int) -> int:
+        """The wave (0-based) `server` starts in: the plan's grouping by the slots."""
+        return next(i for i, wave in enumerate(self.plan.waves()) if server in wave)
+
+    def _wave_labels(self, wave: int) -> str:
+        return ", ".join(label for s in self.plan.waves()[wave] for label in self.plan.servers[s].labels)
+
+    def announce(self) -> None:
+        """Which wave runs, and what each later model waits for (said once, at start-up)."""
+        waves = self.plan.waves()
+        if len(waves) < 2:
+            return
+        cap = f"{self.plan.at_once} server{'s' if self.plan.at_once > 1 else ''} at a time"
+        self.say(f"agenteval: sweep wave 1/{len(waves)} running: {self._wave_labels(0)} ({cap})")
+        for wave in range(1, len(waves)):
+            for server in waves[wave]:
+                for label in self.plan.servers[server].labels:
+                    self.say(
+                        f"agenteval: {label} waits for wave {wave}/{len(waves)} "
+                        f"({self._wave_labels(wave - 1)}) to finish: its server starts in wave "
+                        f"{wave + 1}/{len(waves)}, when a slot is free"
+                    )
+
+    def waiting(self, label: str) -> bool:
+        """`label`'s server has neither started nor failed yet (a later wave's)."""
+        server = self.server_of(label)
+        return server not in self.launches and server not in self.errors
 
     # -- starting and stopping ------------------------------------------------------------
     def start_ready(self) -> None:
@@ -135,6 +180,9 @@ class SweepServers:
         assert backend is not None
         log = self.log_dir / f"server-{server}-{labels[0]}.log"
         spec, held = self._spec(server, backend, devices)
+        waves, wave = self.plan.waves(), self.wave_of(server)
+        if wave and self.schedule.remaining is not None:  # a later wave, once the run is under way
+            self.say(f"agenteval: sweep wave {wave + 1}/{len(waves)} running: {', '.join(labels)}")
         self.say(f"agenteval: starting {backend} server {server + 1}/{len(self.plan.servers)} for "
                  f"{', '.join(labels)} on {spec.url} (log {log})")  # fmt: skip
         try:
