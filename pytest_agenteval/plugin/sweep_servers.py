@@ -171,9 +171,8 @@ class SweepServePlugin:
 
 
 def _cache_folder(config: pytest.Config, settings: Any) -> Path | None:
-    if settings.no_cache:
-        return None
-    if settings.cache_dir:
-        return Path(settings.cache_dir).expanduser()
-    cache = getattr(config, "cache", None)
-    return Path(cache.mkdir("agenteval")) if cache is not None else None
+    """Where the weights' hashes are kept: the generation cache's folder (hooks._cache_dir),
+    never under pytest's rootdir."""
+    from pytest_agenteval.models.cache_folder import cache_directory
+
+    return None if settings.no_cache else cache_directory(settings.cache_dir)
