@@ -276,10 +276,6 @@ def llama_server() -> Any:
             "2048",
             "--model_alias",
             "smollm2",
-            # its default (True) cuts a streaming reply short when another request arrives:
-            # concurrent judge calls then retried each other (3 attempts for 1 verdict, 30 s)
-            "--interrupt_requests",
-            "False",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
