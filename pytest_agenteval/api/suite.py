@@ -78,6 +78,11 @@ class Suite:
         """The number of problems, found without the network (`size` unless overridden)."""
         return self.size
 
+    def size_notes(self) -> list[str]:
+        """How `known_size` counts where it is not one problem a line of the data (BFCL's
+        format sensitivity, memory and web search): one line each for `list`."""
+        return []
+
     def load(self, settings: Settings) -> list[Problem]:
         raise NotImplementedError
 

@@ -270,6 +270,17 @@ def reasoning_key(inner: Any) -> dict[str, Any]:
     return {"reasoning": key} if key else {}
 
 
+def _where(inner: Any, revision: str) -> str:
+    """The endpoint URL, in the key only where nothing names the weights (the start-up
+    warning's case: no /v1/models field beyond the name, no --model-revision): two servers
+    of the same weights (other ports, 127.0.0.1 or localhost) share the cache, two that
+    say nothing do not. A launched server's port changes every run: "launched"."""
+    identity = inner.identity
+    if identity.backend != "openai" or identity.location == "launched":
+        return identity.location if identity.backend == "openai" else ""
+    return "" if revision or getattr(inner, "weights_named", False) else identity.location
+
+
 class CachingSampler:
     """Wraps a sampler: serve finished completions from the cache, store new ones.
     `revision` (--model-revision) names the weights where nothing else does."""
@@ -282,7 +293,7 @@ class CachingSampler:
         self._model_key = {
             "backend": inner.identity.backend,
             "name": inner.identity.name,
-            "location": inner.identity.location if inner.identity.backend == "openai" else "",
+            "location": _where(inner, revision),
             "fingerprint": inner.identity.fingerprint,
             # sent with every request (e.g. chat_template_kwargs): changes the output
             "extra_body": dict(getattr(inner, "extra_body", {}) or {}),

@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pytest_agenteval.models.cache import KEY_LENGTH
 
 CACHE_ENV = "AGENTEVAL_CACHE_DIR"
 APP_NAME = "pytest-agenteval"
+INI_KEY = "agenteval_cache_dir"
+# What the cache writes in its folder, and nothing else: the segments (models/cache.py,
+# `<host>-<pid>-<8 hex>.jsonl`), the weights' hashes (models/serve/resolve.py), the batch
+# ledger (models/cost/batch.py), datagen's nonce key and the SDK samplers' home.
+_SEGMENT = re.compile(r".+-\d+-[0-9a-f]{8}\.jsonl")
+_OWN = re.compile(r"model-hashes\.(?:json|tmp)|batches\.(?:json|lock|\d+\.tmp)|datagen-nonce\.key|sdk-home")
 
 
 def cache_directory(option: str | None = None) -> Path:
@@ -34,6 +43,40 @@ def cache_directory(option: str | None = None) -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def from_ini(value: str, ini_file: Path | None) -> str:
+    """An ini file's `agenteval_cache_dir`: a relative one is relative to the ini file's
+    folder (pytest's rootdir), not to the folder pytest runs in."""
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() or ini_file is None else ini_file.parent / path)
+
+
+def run_cache_directory(config: Any, settings: Any) -> Path | None:
+    """A run's cache folder (None with --agenteval-no-cache): --agenteval-cache-dir, else
+    the ini key (relative to the ini file), else $AGENTEVAL_CACHE_DIR, else the user cache
+    folder; never under pytest's rootdir, which moves with how a path option is spelled."""
+    if settings.no_cache:
+        return None
+    chosen = settings.cache_dir
+    if chosen and config.getoption("agenteval_cache_dir", None) is None:  # the ini's
+        chosen = from_ini(chosen, config.inipath)
+    return cache_directory(chosen)
+
+
+def _project_ini() -> tuple[str, Path] | None:
+    """The `agenteval_cache_dir` of the ini file pytest would read in this folder (pytest.ini,
+    pyproject.toml, tox.ini or setup.cfg here or above), with that file; None where none."""
+    try:
+        from _pytest.config.findpaths import locate_config  # pytest's own search
+
+        found = locate_config(Path.cwd(), [])
+        ini_file, values = found[1], found[2]
+    except Exception:  # another pytest's private layout, an unreadable file: no ini
+        return None
+    raw = (values or {}).get(INI_KEY)
+    value = getattr(raw, "value", raw)  # pytest 9: a ConfigValue
+    return (str(value).strip(), ini_file) if value and str(value).strip() and ini_file else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +93,11 @@ class CacheUsage:
 
 
 def _segments(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.glob("*.jsonl") if p.is_file())
+    return sorted(p for p in directory.glob("*.jsonl") if p.is_file() and _SEGMENT.fullmatch(p.name))
+
+
+def _own(path: Path) -> bool:
+    return bool(_SEGMENT.fullmatch(path.name) or _OWN.fullmatch(path.name))
 
 
 def usage(directory: Path) -> CacheUsage:
@@ -102,16 +149,35 @@ def prune(directory: Path, older_than_s: float, now: float | None = None) -> tup
     return removed, freed
 
 
-def clear(directory: Path) -> int:
-    """Remove everything in the cache folder (the folder stays): the bytes freed."""
-    freed = usage(directory).total_bytes
-    for path in list(directory.iterdir()) if directory.is_dir() else ():
+class NotACache(ValueError):
+    """A folder that holds no file of the cache's and others: `clear` removes nothing."""
+
+
+def clear(directory: Path) -> tuple[int, int]:
+    """Remove the cache's own files from its folder (the folder and anything else in it
+    stay): (bytes freed, entries kept). A folder that holds other entries and nothing of
+    the cache's is refused (NotACache): `AGENTEVAL_CACHE_DIR=.` in a project is not a cache."""
+    entries = sorted(directory.iterdir()) if directory.is_dir() else []
+    own = [path for path in entries if _own(path)]
+    others = [path for path in entries if not _own(path)]
+    if others and not own:
+        shown = ", ".join(p.name for p in others[:3]) + (
+            f" and {len(others) - 3} more" if len(others) > 3 else ""
+        )
+        raise NotACache(
+            f"{directory} does not look like a generation cache folder (it holds {shown} and no cache "
+            "segment): nothing removed; give the cache's folder with --agenteval-cache-dir DIR"
+        )
+    freed = 0
+    for path in own:
         with contextlib.suppress(OSError):
             if path.is_dir() and not path.is_symlink():
+                freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
                 shutil.rmtree(path)
             else:
+                freed += path.stat().st_size
                 path.unlink()
-    return freed
+    return freed, len(others)
 
 
 # -- `pytest-agenteval cache info | prune | clear` ------------------------------------
@@ -126,7 +192,7 @@ def parse_age(text: str) -> float:
         value = float(number)
     except ValueError:
         value = -1.0
-    if unit not in _UNITS or not number or value < 0:
+    if unit not in _UNITS or not number or not math.isfinite(value * _UNITS.get(unit, 1)) or value < 0:
         raise ValueError(f"--older-than {text!r}: give a number and a unit, e.g. 30d, 12h, 90m, 45s or 2w")
     return value * _UNITS[unit]
 
@@ -139,10 +205,18 @@ def _size(count: int) -> str:
     return f"{count} B"  # unreachable
 
 
-def _where(option: str | None) -> str:
+def _located(option: str | None) -> tuple[Path, str]:
+    """The folder `pytest-agenteval cache` manages and why that one: as a run in this folder
+    would choose it (--agenteval-cache-dir, the project's ini key, $AGENTEVAL_CACHE_DIR, the
+    user cache folder)."""
     if option:
-        return "--agenteval-cache-dir"
-    return f"${CACHE_ENV}" if os.environ.get(CACHE_ENV) else "the user cache folder"
+        return cache_directory(option), "--agenteval-cache-dir"
+    ini = _project_ini()
+    if ini is not None:
+        return cache_directory(from_ini(*ini)), f"ini key {INI_KEY} in {ini[1]}"
+    if os.environ.get(CACHE_ENV):
+        return cache_directory(), f"${CACHE_ENV}"
+    return cache_directory(), "the user cache folder"
 
 
 def _day(epoch: float | None) -> str:
@@ -155,14 +229,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="pytest-agenteval cache",
         description="The generation cache: where it is and how big (info), remove old generations "
-        "(prune --older-than 30d) or everything (clear). Folder: --agenteval-cache-dir, else "
+        "(prune --older-than 30d) or all of the cache's files (clear). Folder: --agenteval-cache-dir, "
+        f"else the ini key {INI_KEY} of this folder's pytest ini file (relative to that file), else "
         f"${CACHE_ENV}, else the user cache folder ($XDG_CACHE_HOME/{APP_NAME}).",
     )
     parser.add_argument("action", choices=("info", "prune", "clear"))
     parser.add_argument("--agenteval-cache-dir", dest="cache_dir", default=None, metavar="DIR")
     parser.add_argument("--older-than", default=None, metavar="AGE", help="prune: e.g. 30d, 12h, 2w")
     args = parser.parse_args(argv)
-    directory = cache_directory(args.cache_dir)
+    directory, why = _located(args.cache_dir)
     if (args.older_than is None) == (args.action == "prune"):
         need = "give --older-than AGE, e.g. 30d" if args.action == "prune" else "--older-than is for prune"
         print(f"pytest-agenteval cache {args.action}: {need}", file=sys.stderr)
@@ -176,9 +251,15 @@ def main(argv: list[str]) -> int:
         removed, freed = prune(directory, age)
         print(f"pruned {removed} segment(s), {_size(freed)}, last written over {args.older_than} ago")
     elif args.action == "clear":
-        print(f"cleared {directory}: {_size(clear(directory))} freed")
+        try:
+            freed, kept = clear(directory)
+        except NotACache as exc:
+            print(f"pytest-agenteval cache clear: {exc}", file=sys.stderr)
+            return USAGE_ERROR
+        other = f"; kept {kept} entries the cache never writes" if kept else ""
+        print(f"cleared {directory}: {_size(freed)} freed{other}")
     found = usage(directory)
-    print(f"cache folder: {directory} ({_where(args.cache_dir)})")
+    print(f"cache folder: {directory} ({why})")
     print(
         f"generations:  {found.entries} entries in {found.segments} segment(s), "
         f"{_size(found.generation_bytes)} (written {_day(found.oldest)} .. {_day(found.newest)})"

@@ -90,7 +90,13 @@ def check_baseline(
     mixed runs with (`report.runs.differing_aspect`). A baseline of another suite version
     (`versions`: suite -> this run's) is refused too, unless `allow_version_change`: then the
     returned lines say which versions are compared."""
-    from pytest_agenteval.report.runs import ReportError, differing_aspect, load_run, show_aspect
+    from pytest_agenteval.report.runs import (
+        ReportError,
+        before_versions,
+        differing_aspect,
+        load_run,
+        show_aspect,
+    )
 
     missing = sorted(name for name in samples if name not in baseline)
     if missing:
@@ -105,6 +111,8 @@ def check_baseline(
     notes = []
     for name, version in sorted((versions or {}).items()):
         theirs = summaries.get(name)
+        if theirs is not None and theirs.get("suite_version") is None:
+            notes.append(before_versions(f"--agenteval-compare {path}", name, version))
         if theirs is None or differing_aspect({"suite_version": version}, theirs, ("version",)) is None:
             continue
         said = (

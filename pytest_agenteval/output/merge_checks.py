@@ -103,10 +103,12 @@ def check_versions(shards: Sequence[ShardFile], allow: bool) -> list[str]:
     installed = installed_versions({s["suite"] for shard in shards for s in shard.summaries})
     seen: dict[str, tuple[str, ShardFile]] = {}
     notes = []
+    unversioned: list[tuple[ShardFile, str]] = []
     for shard in shards:
         for summary in shard.summaries:
             name, version = summary["suite"], summary.get("suite_version")
             if version is None:
+                unversioned.append((shard, name))
                 continue
             if name in seen and seen[name][0] != version:
                 raise MergeError(
@@ -125,6 +127,12 @@ def check_versions(shards: Sequence[ShardFile], allow: bool) -> list[str]:
                 f"or pass {ALLOW} to recompute with this one"
             )
         notes.append(f"{ALLOW}: {said}; its metrics are recomputed with version {mine}")
+    from pytest_agenteval.report.runs import before_versions
+
+    for shard, name in unversioned:  # a shard from before versions: unchecked, and said
+        version = installed.get(name) or (seen[name][0] if name in seen else None)
+        if version is not None:
+            notes.append(before_versions(shard.label, name, version, "merged"))
     return notes
 
 

@@ -36,7 +36,7 @@ from pytest_agenteval.models.cost.batch import (
     BatchRequest,
 )
 from pytest_agenteval.models.keys import api_key_from_env
-from pytest_agenteval.plugin.items import declares_suite, problem_of, suite_of
+from pytest_agenteval.plugin.items import declares_suite, files_of_nodeid, problem_of, suite_of
 from pytest_agenteval.run.runtime import Runtime
 from pytest_agenteval.tasks.registry import SuiteImportError, builtin_kind, suite_of_file
 
@@ -211,17 +211,18 @@ class BatchPlugin:
         if self._checked or not self.evaluating:
             return
         self._checked = True
-        suites: dict[str, Suite | None] = {}
+        suites: dict[str, list[Suite]] = {}
         selected = []
         for nodeid in ids:
             name, _, test = nodeid.partition("::")
             if name not in suites:
-                suites[name] = _suite_of_path(node.config.rootpath / name)
-            suite = suites[name]
-            if suite is not None and test.endswith("]") and "[" in test:
+                found = (_suite_of_path(path) for path in files_of_nodeid(node.config, name))
+                suites[name] = [suite for suite in found if suite is not None]
+            for suite in suites[name] if test.endswith("]") and "[" in test else ():
                 problem = self._problems(suite).get(test.split("[", 1)[1][:-1])
                 if problem is not None:
                     selected.append((suite, problem))
+                    break
         self._refuse(selected)
 
     def _problems(self, suite: Suite) -> dict[str, Problem]:

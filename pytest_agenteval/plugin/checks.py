@@ -36,7 +36,7 @@ from pytest_agenteval.output.gate import (
     with_confidence,
 )
 from pytest_agenteval.output.results import RESULTS_DIR, check_writable
-from pytest_agenteval.plugin.items import declares_suite, suite_files
+from pytest_agenteval.plugin.items import declares_suite, files_of_nodeid, suite_files
 from pytest_agenteval.tasks.registry import (
     KNOWN_METRICS,
     SuiteImportError,
@@ -403,18 +403,18 @@ def suites_of_ids(config: pytest.Config, ids: Sequence[str]) -> tuple[dict[str, 
     suites: dict[str, Suite] = {}
     complete = True
     for name in dict.fromkeys(str(nodeid).split("::")[0] for nodeid in ids):
-        path = config.rootpath / name
-        if not path.is_file():
+        paths = files_of_nodeid(config, name)
+        if not paths:
             complete = False
-            continue
-        if not declares_suite(path):
-            continue
-        try:
-            suite = suite_of_file(path)
-        except SuiteImportError:  # said at the summary, as before
-            suite = None
-        if suite is None:
-            complete = False
-        else:
-            suites[suite.name] = suite
+        for path in paths[:1] if name else paths:  # "": every file named on the command line
+            if not declares_suite(path):
+                continue
+            try:
+                suite = suite_of_file(path)
+            except SuiteImportError:  # said at the summary, as before
+                suite = None
+            if suite is None:
+                complete = False
+            else:
+                suites[suite.name] = suite
     return suites, complete

@@ -32,7 +32,7 @@ from pytest_agenteval.output.summary import (
     suite_summary,
     unpack_record,
 )
-from pytest_agenteval.plugin.items import UNSOLVED
+from pytest_agenteval.plugin.items import UNSOLVED, files_of_nodeid
 from pytest_agenteval.plugin.sequential import STATE as SEQUENTIAL
 from pytest_agenteval.plugin.shards import SHARD
 from pytest_agenteval.tasks.registry import SuiteImportError, suite_by_name
@@ -225,7 +225,8 @@ class ResultsCollector:
         keys: dict[int, str] = {}  # id(record) -> its nodeid, to read the whole line back
         for nodeid, packed in self.records.items():
             data = unpack_record(packed)
-            suite = suite_by_name(data["suite"], self.config.rootpath / nodeid.split("::")[0])
+            sources = files_of_nodeid(self.config, nodeid.split("::")[0])
+            suite = suite_by_name(data["suite"], sources[0] if sources else None)
             record = problem_from_dict(data, suite.score_fields)
             by_suite[data["suite"]].append(record)
             keys[id(record)] = nodeid

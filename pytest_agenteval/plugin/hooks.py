@@ -22,7 +22,7 @@ from pytest_agenteval.models import (
     choose_model,
     identity_warning,
 )
-from pytest_agenteval.models.cache_folder import cache_directory
+from pytest_agenteval.models.cache_folder import run_cache_directory
 from pytest_agenteval.models.choice import WORKERINPUT_KEY, served_choice
 from pytest_agenteval.output.results import RESULTS_DIR
 from pytest_agenteval.plugin import batching, checks, cost, hosts, progress, sequential, shards, sweep
@@ -103,7 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     evaluating = not _is_worker(config) and in_use(config, settings)
     config.stash[EVALUATING] = evaluating
-    settings, choices = sweep.configure(config, settings, evaluating, _cache_dir, _say, gates)  # sweeps
+    settings, choices = sweep.configure(
+        config, settings, evaluating, run_cache_directory, _say, gates
+    )  # sweeps
     sequential.install(config, settings, gates, bool(choices))  # --agenteval-sequential
     if choices:
         choice = next(iter(choices.values()))  # the reference model
@@ -116,7 +118,7 @@ def pytest_configure(config: pytest.Config) -> None:
             choice = dataclasses.replace(choice, reported=tuple(reported))
     elif evaluating:
         collect_only = config.option.collectonly
-        cache = _cache_dir(config, settings)
+        cache = run_cache_directory(config, settings)
         choice = checks.check_model(settings, collect_only, cache / "sdk-home" if cache is not None else None)
         checks.check_suite_options(settings)  # before a launch that may take minutes
         if not collect_only:
@@ -140,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(collector, "agenteval-results")
         config.pluginmanager.register(CiOutputs(collector), "agenteval-ci")
         install_trackers(config, settings, collector)  # --agenteval-log
-    cache_dir = _cache_dir(config, settings)
+    cache_dir = run_cache_directory(config, settings)
     if evaluating and config.pluginmanager.hasplugin("xdist"):
         launched = config.stash.get(LAUNCH, None)
         config.pluginmanager.register(
@@ -194,7 +196,7 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
     from pytest_agenteval.models.serve.session import pick_backend, start
 
     hosts.refuse_remote_workers(config)
-    cache = _cache_dir(config, settings)
+    cache = run_cache_directory(config, settings)
     try:
         source = settings.model_path or str(choice.path)
         hashes = cache / "model-hashes.json" if cache is not None else None
@@ -222,14 +224,6 @@ def _start_servers(config: pytest.Config, settings: options.Settings, choice: Mo
 def _say(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def _cache_dir(config: pytest.Config, settings: options.Settings) -> Path | None:
-    """--agenteval-cache-dir, else $AGENTEVAL_CACHE_DIR, else the user cache folder; never
-    under pytest's rootdir, which moves with how a path option is spelled."""
-    if settings.no_cache:
-        return None
-    return cache_directory(settings.cache_dir)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own header

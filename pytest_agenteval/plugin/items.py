@@ -48,6 +48,19 @@ def suite_files(config: pytest.Config) -> Iterator[Path]:
         yield from (f for f in files if declares_suite(f))
 
 
+def files_of_nodeid(config: pytest.Config, name: str) -> list[Path]:
+    """The files on this machine that a node id's file part (`name`, before `::`) may
+    name, as pytest made it: relative to the rootdir, or, for a file outside the rootdir
+    (a `--pyargs` package), relative to the command-line path that holds it
+    (`test_aime25.py`), or empty where that path is the file itself. The xdist controller
+    collects nothing: it finds the suites of its workers' node ids here."""
+    found = [config.rootpath / name] if name else []
+    for arg in config.args:
+        start = config.invocation_params.dir / _arg_path(config, arg.split("::")[0])
+        found.append(start / name if name else start)
+    return [path for path in dict.fromkeys(found) if path.is_file()]
+
+
 def _arg_path(config: pytest.Config, arg: str) -> Path:
     """A command-line path, or under --pyargs a package or module name
     (`pytest_agenteval.suites.aime25`) as the folder or file pytest collects for it."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 from pytest_agenteval.models import ModelChoice
+from pytest_agenteval.models.cache_folder import run_cache_directory
 from pytest_agenteval.models.choice import served_choice
 from pytest_agenteval.models.serve.handoff import is_ready
 from pytest_agenteval.models.sweep import item_label
@@ -44,7 +45,7 @@ def launch_sweep(
     from pytest_agenteval.models.serve.resolve import resolve_model_path
     from pytest_agenteval.models.serve.sweep_launch import SweepServers
 
-    cache = _cache_folder(config, settings)
+    cache = run_cache_directory(config, settings)  # the weights' hashes: the generation cache's folder
     out = (Path(os.path.expanduser(settings.out)).parent if settings.out else Path(RESULTS_DIR)).resolve()
     try:
         resolved = {
@@ -168,11 +169,3 @@ class SweepServePlugin:
         label = item_label(report.nodeid, self.labels)
         if label is not None:
             self.servers.finished(label)
-
-
-def _cache_folder(config: pytest.Config, settings: Any) -> Path | None:
-    """Where the weights' hashes are kept: the generation cache's folder (hooks._cache_dir),
-    never under pytest's rootdir."""
-    from pytest_agenteval.models.cache_folder import cache_directory
-
-    return None if settings.no_cache else cache_directory(settings.cache_dir)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_agenteval.report.analysis import build
-from pytest_agenteval.report.runs import ReportError, Run, check_comparable, load_run
+from pytest_agenteval.report.runs import ReportError, Run, check_comparable, load_run, unversioned_notes
 
 USAGE_ERROR = 2
 
@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReportError as exc:
         print(f"pytest-agenteval report: {exc}", file=sys.stderr)
         return USAGE_ERROR
+    for note in unversioned_notes(runs):
+        print(f"pytest-agenteval report: {note}", file=sys.stderr)
     reports = build(runs, 0, args.tolerance)
     from pytest_agenteval.report import markdown as markdown_report
 

@@ -146,6 +146,25 @@ def show_aspect(aspect: str, summary: Mapping[str, Any]) -> str:
     return " ".join(str(x) for x in found) if isinstance(found, tuple) else str(found)
 
 
+def before_versions(who: str, suite: str, version: Any, done: str = "compared") -> str:
+    """One line: a results file from before suite versions (no `suite_version`) is compared
+    (or merged) with any version, unchecked."""
+    said = f"{who} records no {suite} version (written before suite versions)"
+    return f"{said}: {done} with version {version} unchecked"
+
+
+def unversioned_notes(runs: Sequence[Run]) -> list[str]:
+    """A line for each run that records no version of a suite that another run records."""
+    notes = []
+    for name in dict.fromkeys(name for run in runs for name in run.suites):
+        of = [(run, run.suites[name].summary.get("suite_version")) for run in runs if name in run.suites]
+        known = sorted({str(v) for _, v in of if v is not None})
+        notes += [
+            before_versions(run.path.name, name, ", ".join(known)) for run, v in of if v is None and known
+        ]
+    return notes
+
+
 def check_comparable(runs: Sequence[Run], allow_mixed: bool) -> str | None:
     """Raise on mixed runs unless allowed; returns the reason when they were allowed."""
     reason = mixed_reason(runs)

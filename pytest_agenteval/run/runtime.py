@@ -366,6 +366,7 @@ class Runtime:
             prompt_hash=suite.prompt_hash(problem, self.settings),
             # a sweep's problem line names its model
             extra={
+                "suite_version": suite.version,  # every results line records it (issue 33)
                 **suite.problem_extra(problem),
                 **({"model": problem.model} if problem.model else {}),
                 **(extra or {}),

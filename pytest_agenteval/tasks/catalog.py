@@ -11,6 +11,8 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,6 +78,7 @@ def suites() -> list[dict[str, Any]]:
                 "version": suite.version,
                 "size": size,
                 "size_source": suite.size_from if size is not None else suite.size_unknown,
+                "size_notes": suite.size_notes() if size is not None else [],
                 "group_kind": suite.group_kind,
                 "groups": list(suite.groups),
                 "markers": _markers(name, suite.groups),
@@ -144,7 +147,8 @@ def render(data: Mapping[str, Any]) -> str:
         lines += [
             f"  {s['name']}  (version {s['version']})  {s['title']}",
             f"    size        {size}",
-            f"    {s['group_kind']:<11} {', '.join(s['groups']) or '-'}",
+            *(f"    counted     {note}" for note in s["size_notes"]),
+            *([f"    {s['group_kind']:<11} {', '.join(s['groups'])}"] if s["groups"] else []),
             f"    markers     {', '.join(s['markers'])}",
             f"    default N   {s['default_n']}",
             f"    run         {s['command']}",
@@ -176,5 +180,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="the same as one JSON object")
     args = parser.parse_args(argv)
     data = catalog()
-    print(json.dumps(data, indent=2) if args.json else render(data))
+    try:
+        print(json.dumps(data, indent=2) if args.json else render(data), flush=True)
+    except BrokenPipeError:  # `pytest-agenteval list | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit: no second error
     return 0

@@ -6,7 +6,9 @@ and the file is regenerated, with one command:
 
     AGENTEVAL_GOLDEN=regenerate python -m pytest tests/golden -p no:cacheprovider
 
-Regenerating refuses a changed output under an unchanged version: bump it first."""
+Regenerating refuses a changed output under an unchanged version: bump it first. A change
+to a golden run's own inputs (replay texts, options) is no suite change: delete the suite's
+file, then regenerate. AIME25's file covers both modes and fingerprints what each sent."""
 
 from __future__ import annotations
 
@@ -148,16 +150,88 @@ def _run(pytester: pytest.Pytester, suite: str, *args: str) -> Path:
 
 
 def aime25(pytester: pytest.Pytester) -> dict[str, Any]:
+    """Both modes: text-only replayed (the integer rule), ReTool replayed (the reward rule on
+    the answer's last 300 characters, math-verify), ReTool live against a scripted model that
+    calls the code tool once (the protocol, the sandbox's observation, the turns), and what each
+    mode sent: its system prompt, tool schema and messages, as the server received them."""
+    from pytest_agenteval.testing import Reply, ScriptedToolModel
+
     data = write_jsonl(pytester.path / "problems.jsonl", TINY_PROBLEMS)
-    out = _run(
-        pytester,
-        "aime25",
-        f"--dataset-path={data}",
-        f"--model-path=replay:{HERE / 'aime25.replay.jsonl'}",
-        "--mode=text-only",
-        "--val-n=3",
+    replayed = (f"--dataset-path={data}", "--val-n=3")
+    golden = golden_of(
+        _run(
+            pytester,
+            "aime25",
+            *replayed,
+            f"--model-path=replay:{HERE / 'aime25.replay.jsonl'}",
+            "--mode=text-only",
+        )
     )
-    return golden_of(out)
+    retool = golden_of(
+        _run(
+            pytester,
+            "aime25",
+            *replayed,
+            f"--model-path=replay:{HERE / 'aime25.retool.replay.jsonl'}",
+            "--mode=retool",
+        )
+    )
+    golden["retool"] = {"problems": retool["problems"], "summary": retool["summary"]}
+
+    calls = ScriptedToolModel(
+        [
+            Reply(
+                text="Let me compute.",
+                tool_calls=[{"name": "code_interpreter", "arguments": {"code": "print(30 + 40)"}}],
+            ),
+            lambda observation, body: (
+                f"The tool printed {observation.strip()}, so \\boxed{{{observation.strip()}}}."
+            ),
+        ]
+    )
+    asked: dict[str, list[dict[str, Any]]] = {"text-only": [], "retool": []}
+
+    def model(body: dict[str, Any]) -> Any:
+        asked["retool" if body.get("tools") else "text-only"].append(body)
+        return calls(body) if body.get("tools") else "So \\boxed{70}."
+
+    live = (
+        f"--dataset-path={data}",
+        "--limit=1",
+        "--val-n=1",
+        "--agenteval-no-cache",
+        "--sandbox-timeout=10",
+    )
+    with OpenAITestServer(ServerConfig(script=model)) as server:
+        _run(pytester, "aime25", *live, f"--endpoint={server.url}", "--mode=text-only")
+        out = _run(pytester, "aime25", *live, f"--endpoint={server.url}", "--mode=retool")
+    (problem,), _ = read_results(out)
+    golden["retool_tool_calls"] = {
+        "generations": [
+            {
+                **{
+                    k: g[k]
+                    for k in ("correct", "answer", "stop_reason", "code_calls", "turns", "predicted_answer")
+                },
+                "transcript": [
+                    [e["role"], e.get("action"), e.get("status"), e.get("output")] for e in g["transcript"]
+                ],
+            }
+            for g in problem["generations"]
+        ],
+    }
+    golden["prompts_sha256"] = {mode: _prompts_sha256(bodies) for mode, bodies in sorted(asked.items())}
+    return golden
+
+
+def _prompts_sha256(bodies: list[dict[str, Any]]) -> str:
+    """What a mode sends, less what varies with the run (seeds, token budgets): every
+    request's messages and tools."""
+    sent = sorted(
+        json.dumps({"messages": b["messages"], "tools": b.get("tools")}, sort_keys=True) for b in bodies
+    )
+    assert sent, "the mode sent no request"
+    return hashlib.sha256("\n".join(sent).encode()).hexdigest()
 
 
 def bfcl(pytester: pytest.Pytester) -> dict[str, Any]:

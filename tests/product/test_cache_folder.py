@@ -143,3 +143,78 @@ def test_cache_info_prune_and_clear(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--older-than 'soon': give a number and a unit" in capsys.readouterr().err
     assert cli(["cache", "clear", dir_arg]) == 0
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["nand", "infd", "-infh", "1e400d"])
+def test_ages_that_are_not_a_finite_number_are_refused(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="give a number and a unit"):
+        parse_age(text)
+    assert cli(["cache", "prune", f"--older-than={text}"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1  # one line
+
+
+def test_clear_removes_only_the_caches_own_files_and_refuses_another_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"  # AGENTEVAL_CACHE_DIR=. in a project: its files stay
+    cache = GenerationCache(project)
+    cache.put(f"{1:064x}", {"i": 1})
+    cache.close()
+    (project / "model-hashes.json").write_text("{}")
+    (project / "sdk-home").mkdir()
+    (project / "sdk-home" / "state").write_text("x")
+    (project / "notes.txt").write_text("mine")
+    (project / "data.jsonl").write_text('{"id": 0}\n')
+    (project / "src").mkdir()
+    (project / "src" / "main.py").write_text("print()")
+    assert cli(["cache", "clear", f"--agenteval-cache-dir={project}"]) == 0
+    assert "kept 3 entries the cache never writes" in capsys.readouterr().out
+    assert sorted(p.name for p in project.iterdir()) == ["data.jsonl", "notes.txt", "src"]
+    assert cli(["cache", "clear", f"--agenteval-cache-dir={project}"]) == 2  # nothing of a cache left
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"pytest-agenteval cache clear: {project} does not look like a generation cache folder (it holds "
+        "data.jsonl, notes.txt, src and no cache segment): nothing removed; give the cache's folder with "
+        "--agenteval-cache-dir DIR"
+    ]
+    assert sorted(p.name for p in project.iterdir()) == ["data.jsonl", "notes.txt", "src"]
+
+
+def test_cache_reads_the_ini_of_the_current_folders_project_relative_to_the_ini(
+    user_cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "pytest.ini").write_text("[pytest]\nagenteval_cache_dir = .gen-cache\n")
+    with working_directory(project / "sub"):
+        assert cli(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"cache folder: {project / '.gen-cache'} (ini key agenteval_cache_dir in {project / 'pytest.ini'})"
+        in out
+    )
+    with working_directory(tmp_path):
+        assert cli(["cache", "info"]) == 0
+    assert f"cache folder: {user_cache} (the user cache folder)" in capsys.readouterr().out
+
+
+def test_a_run_resolves_a_relative_ini_cache_dir_against_the_ini_file(
+    user_cache: Path, pytester: pytest.Pytester
+) -> None:
+    write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS)
+    pytester.makeini("[pytest]\nagenteval_cache_dir = .gen-cache\n")
+    (pytester.path / "sub").mkdir()
+    with (
+        OpenAITestServer(ServerConfig(answer="\\boxed{70}")) as server,
+        working_directory(pytester.path / "sub"),
+    ):
+        result = pytester.runpytest_inprocess(
+            *AIME,
+            "--dataset-path=../tiny.jsonl",
+            f"--endpoint={server.url}",
+            "--limit=1",
+            "-p",
+            "no:cacheprovider",
+        )
+    assert result.ret in (0, 1)
+    assert usage(pytester.path / ".gen-cache").entries == 2
+    assert not (pytester.path / "sub" / ".gen-cache").exists()

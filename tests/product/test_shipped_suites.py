@@ -5,6 +5,7 @@ not about the run; a run that writes nothing leaves no empty results folder."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -101,3 +102,59 @@ def test_a_run_that_writes_nothing_leaves_no_results_folder(
     )
     assert result.ret in (pytest.ExitCode.NO_TESTS_COLLECTED, pytest.ExitCode.USAGE_ERROR)
     assert not (empty.path / "agenteval-results").exists()
+
+
+def _aime_by_name(empty: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return empty.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "pytest_agenteval.suites.aime25",
+        "--dataset-path=tiny.jsonl",
+        "--model-path=replay:replay.jsonl",
+        "--mode=text-only",
+        "--val-n=2",
+        "-k",
+        "test_aime25[0] or test_aime25[1]",
+        *args,
+    )
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_start_up_checks_hold_by_name_under_xdist(empty: pytest.Pytester, workers: tuple[str, ...]) -> None:
+    """A `--pyargs` node id is relative to the package's folder (`test_aime25.py::...`), not
+    to the rootdir: under -n the controller found no suite from it, and every check that
+    needs the selected suites was skipped."""
+    gate = _aime_by_name(empty, "--agenteval-gate=gaia.accuracy >= 0", *workers)
+    assert gate.ret == pytest.ExitCode.USAGE_ERROR
+    assert "suite gaia is not selected in this run (selected: aime25)" in gate.stderr.str()
+    warned = _aime_by_name(empty, "--gaia-max-steps=3", "--agenteval-out=w.jsonl", *workers)
+    assert "WARNING: agenteval: --gaia-max-steps has no effect" in warned.stdout.str() + warned.stderr.str()
+    rows = [json.loads(line) for line in (empty.path / "w.jsonl").read_text().splitlines()]
+    for row in rows:
+        if row["type"] == "summary":
+            row["suite_version"] = "0"
+    (empty.path / "v0.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    compared = _aime_by_name(empty, "--agenteval-compare=v0.jsonl", *workers)
+    assert compared.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--agenteval-compare v0.jsonl: not comparable: aime25 version differs" in compared.stderr.str()
+
+
+def test_batch_refuses_retool_by_name_under_xdist(empty: pytest.Pytester, agenteval_openai_server) -> None:
+    """`--batch`'s refusal of multi-turn suites reads the workers' node ids the same way."""
+    result = empty.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "pytest_agenteval.suites.aime25",
+        "--dataset-path=tiny.jsonl",
+        f"--endpoint={agenteval_openai_server.url}",
+        "--model-revision=test",
+        "--batch",
+        "-n",
+        "2",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    refusal = "--batch sends single-turn requests only, and aime25 in retool mode is multi-turn"
+    assert refusal in result.stderr.str()
+    assert agenteval_openai_server.stats()["batch"]["files_uploaded"] == 0

@@ -39,9 +39,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_every_summary_line_records_the_suite_version(runs: Path) -> None:
-    (summary,) = lines(runs / "a.jsonl")[1]
+def test_every_results_line_records_the_suite_version(runs: Path) -> None:
+    problems, (summary,) = lines(runs / "a.jsonl")
     assert summary["suite_version"] == Aime25.version == "1"
+    assert [p["suite_version"] for p in problems] == ["1"] * len(problems) and problems
 
 
 def test_report_refuses_two_versions_unless_allow_mixed(
@@ -128,3 +129,43 @@ def test_list_shows_each_suite_offline(
     assert by_name["gaia"]["size"] is None and "irrelevance" in by_name["bfcl"]["markers"]
     assert {p["name"] for p in data["presets"]} >= {"qwen3-thinking", "deepseek-r1"}
     assert any(b["option"] == "--endpoint URL" and b["installed"] for b in data["backends"])
+
+
+def _unversioned(path: Path) -> Path:
+    """The same results file as a run from before suite versions wrote it."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "suite_version"}) + "\n" for r in rows)
+    )
+    return path
+
+
+def test_a_file_from_before_versions_is_compared_unchecked_and_says_so(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text((runs / "a.jsonl").read_text())
+    _unversioned(old)
+    assert cli(["report", str(old), str(runs / "b.jsonl"), "--markdown", str(tmp_path / "r.md")]) == 0
+    assert capsys.readouterr().err.strip().splitlines()[0] == (
+        "pytest-agenteval report: old.jsonl records no aime25 version (written before suite versions): "
+        "compared with version 1 unchecked"
+    )
+    baseline = runs / "baseline-unversioned.jsonl"
+    baseline.write_text((runs / "a.jsonl").read_text())
+    _unversioned(baseline)
+    compared = run_pytest(runs, *AIME, f"--agenteval-compare={baseline.name}", "--agenteval-out=e.jsonl")
+    assert compared.ret == 0
+    assert (
+        "agenteval: --agenteval-compare baseline-unversioned.jsonl records no aime25 version (written before "
+        "suite versions): compared with version 1 unchecked"
+    ) in compared.err
+    for index in (0, 1):
+        (runs / f"old-s{index}.jsonl").write_text((runs / f"s{index}.jsonl").read_text())
+        _unversioned(runs / f"old-s{index}.jsonl")
+    merged = merge_run(runs, "old-s0.jsonl", "old-s1.jsonl", "-o", "m-old.jsonl")
+    assert merged.ret == 1
+    assert (
+        "pytest-agenteval merge: old-s0.jsonl (shard 0/2) records no aime25 version (written before suite "
+        "versions): merged with version 1 unchecked"
+    ) in merged.err

@@ -72,6 +72,7 @@ class OpenAISampler:
         api_key: str | None = None,
         launched: Mapping[str, str] | None = None,
         fingerprint: str = "",
+        weights_named: bool = False,
         stream: bool = True,
         idle_timeout_s: float = 60.0,
         adaptive_start: int | None = None,
@@ -95,6 +96,9 @@ class OpenAISampler:
         # servers this run launched (url -> log): a refused connection there means it died
         self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
         self._dead: set[str] = set()
+        # the fingerprint names the weights (a /v1/models `root`, a launched server's files):
+        # the generation cache's key then leaves the URL out (models/cache.py)
+        self.weights_named = weights_named
         self.identity = ModelIdentity(
             backend="openai",
             name=model_name,

@@ -30,6 +30,7 @@ from pytest_agenteval.tasks.bfcl._executable import play as play_executable
 from pytest_agenteval.tasks.bfcl._executable import score as score_executable
 from pytest_agenteval.tasks.bfcl._format_sensitivity import (
     FormatEntry,
+    configurations,
     format_messages,
     load_format_sensitivity,
     score_format,
@@ -42,7 +43,11 @@ from pytest_agenteval.tasks.bfcl._progressive import next_stage, progressive_sta
 from pytest_agenteval.tasks.bfcl._prompt import native_messages, native_tools, prompt_messages
 from pytest_agenteval.tasks.bfcl._score import BfclScore, score_text, score_tool_calls
 from pytest_agenteval.tasks.bfcl.export import evaluate_command, export_model_name, export_official_results
-from pytest_agenteval.tasks.markers import BFCL_ALL_CATEGORIES
+from pytest_agenteval.tasks.markers import (
+    BFCL_ALL_CATEGORIES,
+    BFCL_MEMORY_CATEGORIES,
+    BFCL_WEB_SEARCH_CATEGORIES,
+)
 
 LEADERBOARD_TEMPERATURE = 0.001  # bfcl-eval's default when the user sets none
 DEFAULT_MAX_TOKENS = 1024
@@ -88,6 +93,34 @@ def all_entries(data_dir: str | Path | None) -> list[Any]:
     return list(_LOADED[key])
 
 
+def data_files() -> list[tuple[str, int, int, dict[str, int]]] | None:
+    """Each data file of the installed bfcl-eval: (name, lines, entries, items per category),
+    counted as `all_entries` expands them (memory's lines once per memory backend, web
+    search's once per variant, format sensitivity's entries once per format), without
+    parsing the entries; None where bfcl-eval is not installed."""
+    try:
+        root = find_data_dir(None)
+    except BfclDataError:
+        return None
+    found = []
+    for path in sorted(root.glob("BFCL_v4_*.json")):
+        with path.open("rb") as handle:
+            lines = sum(1 for line in handle if line.strip())
+        stem = path.stem.removeprefix("BFCL_v4_")
+        entries = lines
+        if stem == "format_sensitivity":
+            entries = sum(len(ids) for ids in json.loads(path.read_text()).values())
+            counts = {stem: entries * len(configurations())}
+        elif stem == "memory":
+            counts = dict.fromkeys(BFCL_MEMORY_CATEGORIES, lines)
+        elif stem == "web_search":
+            counts = dict.fromkeys(BFCL_WEB_SEARCH_CATEGORIES, lines)
+        else:
+            counts = {stem: lines}
+        found.append((path.name, lines, entries, counts))
+    return found
+
+
 def _stamp(root: Path) -> tuple[tuple[str, int, int, int, int], ...]:
     """Each file's name, size, modification and change times and inode: a file rewritten in
     place with its size and mtime put back (`cp -p`, `rsync -a`) still has a new ctime, which
@@ -128,23 +161,26 @@ class Bfcl(Suite):
     name = "bfcl"
     version = "1"  # the leaderboard's prompts, the official checkers' verdicts, accuracy per group
     title = "BFCL v4: function calling, the official checkers' verdicts"
-    size_from = "entries in the installed bfcl-eval's data files"
+    size_from = "items the suite collects from the installed bfcl-eval's data files"
     size_unknown = "from bfcl-eval (pip install --no-deps bfcl-eval==2026.3.23)"
     groups = BFCL_ALL_CATEGORIES  # each a marker, with the groups (simple, live, multi_turn...)
     command_args = '-m "non_live or live" --limit-per-category 2'
 
     def known_size(self) -> int | None:
-        """The entries of the installed bfcl-eval's data files (lines, offline; memory's are
-        played once per backend), if it is installed."""
-        try:
-            root = find_data_dir(None)
-        except BfclDataError:
-            return None
-        total = 0
-        for path in sorted(root.glob("BFCL_v4_*.json")):
-            with path.open("rb") as handle:
-                total += sum(1 for line in handle if line.strip())
-        return total
+        """The items the suite collects from the installed bfcl-eval's data files (offline,
+        without parsing them: `data_files`), if it is installed."""
+        files = data_files()
+        return None if files is None else sum(n for _, _, _, counts in files for n in counts.values())
+
+    def size_notes(self) -> list[str]:
+        """The data files that give other than one item a line."""
+        notes = []
+        for name, lines, entries, counts in data_files() or ():
+            if list(counts.values()) != [lines]:
+                formats = f", {entries} entries x {len(configurations())} formats" if entries != lines else ""
+                items = ", ".join(f"{category} {n}" for category, n in counts.items())
+                notes.append(f"{name}: {lines} lines{formats} -> {items}")
+        return notes
 
     score_fields = SCORE_FIELDS
 
