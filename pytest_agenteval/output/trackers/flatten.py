@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agenteval.config.table import OPTIONS
+
 # top-level fields that are configuration, identity or bookkeeping, not metrics
 _NOT_METRICS = frozenset(
     {
@@ -139,15 +141,24 @@ def run_params(summary: Mapping[str, Any]) -> dict[str, str]:
     return params
 
 
+def _reproducible(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The params that say what produced the numbers: the reproducibility record, the model's
+    identity and the configuration less its run-local options (`Option.local`: paths,
+    endpoints, concurrency, timeouts, gates, the trackers themselves), which a rerun of the
+    same evaluation may change."""
+    local = {option.dest for option in OPTIONS if option.local}
+    config = {k: v for k, v in (summary.get("config") or {}).items() if k not in local}
+    return {**run_params({**summary, "config": config}), **model_params(summary)}
+
+
 def fingerprint(uri: str, label: str, step: int | None, summaries: Sequence[Mapping[str, Any]]) -> str:
     """What was logged, less what a rerun from the cache changes (the resource metrics): the
-    same fingerprint is the same numbers, of the same model and data, to the same place."""
+    same fingerprint is the same numbers, of the same model, data and configuration (the
+    sampling, the mode, the suite's version, the seed...), to the same place."""
     metrics: dict[str, float] = {}
     for summary in summaries:
         metrics.update(metrics_of(summary))
     scored = {k: v for k, v in metrics.items() if k.split("/")[1] not in RESOURCES}
-    identity = [
-        (model_params(s), s.get("dataset_sha256"), (s.get("config") or {}).get("seed")) for s in summaries
-    ]
-    text = json.dumps([uri, label, step, scored, identity], sort_keys=True, default=str)
+    record = [_reproducible(s) for s in summaries]
+    text = json.dumps([uri, label, step, scored, record], sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
