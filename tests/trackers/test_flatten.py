@@ -153,6 +153,7 @@ def test_the_same_numbers_under_another_configuration_are_another_fingerprint(ch
         {"config": {**AIME["config"], "concurrency": 8}},
         {"config": {**AIME["config"], "out": "elsewhere.jsonl"}},
         {"finished_at": "2026-12-07T00:00:00Z"},
+        {"dataset_path": "/elsewhere/problems.jsonl"},  # the same data (its sha256), moved
     ],
 )
 def test_run_local_options_are_not_in_the_fingerprint(changed: dict) -> None:

@@ -53,6 +53,8 @@ def test_a_local_or_offline_run_holds_each_checkpoint_at_its_step(
     (line,) = [
         x for x in result.outlines if x.startswith("agenteval: logged to swanlab:agenteval-test/sweep")
     ]
+    said = [x for x in result.outlines + result.errlines if "swanlab" in x.lower() and x != line]
+    assert said == []  # SwanLab's own banner and its `pip install 'swanlab[dashboard]'` block are not shown
     run_id = line.split(": run ")[1].split()[0]
     (path,) = logs.glob(f"run-*-{run_id}/run-{run_id}.swanlab")
     scalars = _scalars(path)

@@ -144,11 +144,13 @@ def run_params(summary: Mapping[str, Any]) -> dict[str, str]:
 def _reproducible(summary: Mapping[str, Any]) -> dict[str, str]:
     """The params that say what produced the numbers: the reproducibility record, the model's
     identity and the configuration less its run-local options (`Option.local`: paths,
-    endpoints, concurrency, timeouts, gates, the trackers themselves), which a rerun of the
-    same evaluation may change."""
+    endpoints, concurrency, timeouts, gates, the trackers themselves) and the data's path,
+    which a rerun of the same evaluation may change."""
     local = {option.dest for option in OPTIONS if option.local}
     config = {k: v for k, v in (summary.get("config") or {}).items() if k not in local}
-    return {**run_params({**summary, "config": config}), **model_params(summary)}
+    params = {**run_params({**summary, "config": config}), **model_params(summary)}
+    params.pop(f"{summary['suite']}/dataset_path", None)  # where the data is: its sha256 is what it is
+    return params
 
 
 def fingerprint(uri: str, label: str, step: int | None, summaries: Sequence[Mapping[str, Any]]) -> str:
