@@ -159,3 +159,28 @@ def test_the_same_numbers_under_another_configuration_are_another_fingerprint(ch
 def test_run_local_options_are_not_in_the_fingerprint(changed: dict) -> None:
     first = fingerprint("mlflow:http://h", "step-200", 200, [AIME])
     assert fingerprint("mlflow:http://h", "step-200", 200, [{**AIME, **changed}]) == first
+
+
+ENDPOINT_MODEL = {
+    "backend": "openai",
+    "label": "served",
+    "name": "policy",
+    "endpoints": ["http://u:pw@10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"],
+    "reported": [{"id": "policy", "root": "/ckpts/step-200"}, {"id": "policy", "root": "/ckpts/step-200"}],
+    "weights_identified": True,
+    "revision": "step-200",
+}
+
+
+def test_an_endpoint_model_s_params_hold_what_identifies_its_weights() -> None:
+    from pytest_agenteval.models.identity import reported_fingerprint
+
+    params = model_params({**AIME, "model": ENDPOINT_MODEL})
+    assert {k: v for k, v in params.items() if k != "model/display"} == {
+        "model/name": "policy",
+        "model/backend": "openai",
+        "model/revision": "step-200",
+        "model/fingerprint": reported_fingerprint(ENDPOINT_MODEL["reported"]),
+        "model/root": "/ckpts/step-200",
+        "model/location": "http://10.0.0.1:8000/v1, http://10.0.0.2:8000/v1",
+    }
