@@ -6,6 +6,9 @@ mode (SWANLAB_MODE: online, offline, local) and the folder (SWANLAB_LOG_DIR). Ex
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from pytest_agenteval.output.trackers.plan import TrackedRun
 from pytest_agenteval.output.trackers.targets import Target
 
@@ -34,7 +37,10 @@ def log_run(target: Target, run: TrackedRun) -> str:
     try:
         for model in sorted(run.models, key=run.step_of):
             handle.log(run.metrics(model), step=run.step_of(model))
-        for path in run.files:
+        for path in run.files:  # copied first: SwanLab links a file only where none is yet
+            copy = Path(handle.dir) / "files" / path.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
             swanlab.save(str(path), base_path=str(path.parent), policy="now")
         return str(handle.id)
     finally:
