@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.config.redact import without_credentials
 from pytest_agenteval.output.trackers import markers
 from pytest_agenteval.output.trackers._child import why
 from pytest_agenteval.output.trackers.flatten import fingerprint
@@ -66,25 +67,26 @@ def _kill(process: subprocess.Popen) -> None:
 
 def send_runs(target: Target, runs: Sequence[TrackedRun], end: float) -> tuple[list[dict[str, Any]], bool]:
     """Log `runs` to `target` in a process of its own, until `end` (time.monotonic()) at most:
-    its answers, one per run logged (`run_id`) or the one that failed (`error`), and whether
-    it was stopped at the deadline."""
+    its answers, one per run logged (`run_id`) or the one that failed (`error`: the library's
+    exception, or the last line the process said where it could not start), and whether it
+    was stopped at the deadline."""
     process = subprocess.Popen(
         [sys.executable, "-m", _CHILD],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,  # only what it says before it silences itself (it could not start)
         env=child_environment(),
         start_new_session=True,  # its own process group, killed whole at the deadline
     )
     stopped = False
     try:
-        out, _ = process.communicate(
+        out, err = process.communicate(
             pickle.dumps((target, list(runs))), timeout=max(0.1, end - time.monotonic())
         )
     except subprocess.TimeoutExpired:
         stopped = True
         _kill(process)
-        out, _ = process.communicate()
+        out, err = process.communicate()
     finally:
         if process.poll() is None:
             _kill(process)
@@ -93,6 +95,9 @@ def send_runs(target: Target, runs: Sequence[TrackedRun], end: float) -> tuple[l
     for line in out.decode("utf-8", "replace").splitlines():
         with contextlib.suppress(ValueError):
             answers.append(json.loads(line))
+    said = err.decode("utf-8", "replace").strip().splitlines()
+    if len(answers) < len(runs) and not stopped and said:  # it ended without answering
+        answers.append({"error": without_credentials(said[-1])[:240]})
     return answers, stopped
 
 
