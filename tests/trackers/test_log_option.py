@@ -136,8 +136,14 @@ def test_shards_do_not_log_and_their_merge_does(pytester: pytest.Pytester, offli
     )
 
 
-def test_merge_refuses_a_bad_target_before_reading_the_shards(pytester: pytest.Pytester) -> None:
+def test_merge_refuses_a_bad_target_before_reading_the_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # not pytester: its sys.modules restore dropped the cli imported here, and a later test
+    # of the same process then caught another MergeError class than the merge raised
     from pytest_agenteval.cli import main
+
+    monkeypatch.chdir(tmp_path)
 
     status = main(["merge", "missing.jsonl", "-o", "all.jsonl", "--agenteval-log=neptune:x"])
     assert status == 4
