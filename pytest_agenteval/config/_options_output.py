@@ -128,6 +128,7 @@ OPTIONS: tuple[Option, ...] = group(
             "training steps (docs/trackers.md)",
             multiple=True,
             local=True,
+            redact=True,
         ),
         Option(
             "log_always",

@@ -37,6 +37,9 @@ class Option:
     # gates), not what it produces. The shards of one evaluation may differ in it; their
     # `config_hash` (`pytest-agenteval merge`) leaves it out.
     local: bool = False
+    # Its values may hold a URL with a user and password (`--agenteval-log`): recorded
+    # (`Settings.as_dict`, the results file's `config`) without them (config/redact.py).
+    redact: bool = False
 
     @property
     def ini(self) -> str:

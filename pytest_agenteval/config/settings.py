@@ -8,12 +8,19 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pytest_agenteval.config.redact import without_credentials
 from pytest_agenteval.config.table import OPTIONS
 
 
 def _as_dict(self: Settings) -> dict[str, Any]:
+    """The configuration as recorded: a URL's user and password never in it (`Option.redact`)."""
     data = dataclasses.asdict(self)
     data.pop("explicit")
+    for option in OPTIONS:
+        value = data[option.dest]
+        if option.redact and value:
+            shown = [without_credentials(str(v)) for v in value] if option.multiple else None
+            data[option.dest] = tuple(shown) if shown is not None else without_credentials(str(value))
     return data
 
 

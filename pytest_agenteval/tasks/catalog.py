@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_agenteval.config.packages import installed
 from pytest_agenteval.config.presets import PRESETS
 from pytest_agenteval.config.settings import Settings
 from pytest_agenteval.config.table import OPTIONS
@@ -111,21 +112,12 @@ def presets() -> list[dict[str, Any]]:
     ]
 
 
-def _installed(module: str | None) -> bool:
-    if module is None:
-        return True
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def backends() -> list[dict[str, Any]]:
     return [
         {
             "option": option,
             "backend": about,
-            "installed": _installed(module),
+            "installed": installed(module),
             "install": f"pip install 'pytest-agenteval[{extra}]'" if extra else "",
         }
         for option, about, module, extra in BACKENDS

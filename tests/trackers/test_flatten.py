@@ -121,3 +121,66 @@ def test_a_rerun_from_the_cache_has_the_same_fingerprint_and_a_changed_score_ano
     assert fingerprint("mlflow:http://h", "step-200", 200, [cached]) == first
     assert fingerprint("mlflow:http://h", "step-200", 200, [{**AIME, "average_at_n": 0.5}]) != first
     assert fingerprint("wandb:p", "step-200", 200, [AIME]) != first
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"temperature": 0.6},
+        {"top_p": 0.95},
+        {"max_tokens": 4096},
+        {"mode": "retool"},
+        {"suite_version": "3"},
+        {"scorer_version": "2"},
+        {"model": {**AIME["model"], "sha256": "cd34"}},
+        {"model": {**AIME["model"], "name": "other"}},
+        {"config": {**AIME["config"], "temperature": 0.6}},
+        {"config": {**AIME["config"], "top_p": 0.95}},
+        {"config": {**AIME["config"], "max_tokens": 4096}},
+        {"config": {**AIME["config"], "seed": 8}},
+        {"versions": {"pytest-agenteval": "0.2.0"}},
+    ],
+)
+def test_the_same_numbers_under_another_configuration_are_another_fingerprint(changed: dict) -> None:
+    first = fingerprint("mlflow:http://h", "step-200", 200, [AIME])
+    assert fingerprint("mlflow:http://h", "step-200", 200, [{**AIME, **changed}]) != first
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"config": {**AIME["config"], "log_always": True}},  # where and how the run worked
+        {"config": {**AIME["config"], "concurrency": 8}},
+        {"config": {**AIME["config"], "out": "elsewhere.jsonl"}},
+        {"finished_at": "2026-12-07T00:00:00Z"},
+        {"dataset_path": "/elsewhere/problems.jsonl"},  # the same data (its sha256), moved
+    ],
+)
+def test_run_local_options_are_not_in_the_fingerprint(changed: dict) -> None:
+    first = fingerprint("mlflow:http://h", "step-200", 200, [AIME])
+    assert fingerprint("mlflow:http://h", "step-200", 200, [{**AIME, **changed}]) == first
+
+
+ENDPOINT_MODEL = {
+    "backend": "openai",
+    "label": "served",
+    "name": "policy",
+    "endpoints": ["http://u:pw@10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"],
+    "reported": [{"id": "policy", "root": "/ckpts/step-200"}, {"id": "policy", "root": "/ckpts/step-200"}],
+    "weights_identified": True,
+    "revision": "step-200",
+}
+
+
+def test_an_endpoint_model_s_params_hold_what_identifies_its_weights() -> None:
+    from pytest_agenteval.models.identity import reported_fingerprint
+
+    params = model_params({**AIME, "model": ENDPOINT_MODEL})
+    assert {k: v for k, v in params.items() if k != "model/display"} == {
+        "model/name": "policy",
+        "model/backend": "openai",
+        "model/revision": "step-200",
+        "model/fingerprint": reported_fingerprint(ENDPOINT_MODEL["reported"]),
+        "model/root": "/ckpts/step-200",
+        "model/location": "http://10.0.0.1:8000/v1, http://10.0.0.2:8000/v1",
+    }

@@ -39,6 +39,22 @@ def _one_model(*extra: str) -> list[str]:
             "ERROR: --agenteval-log mlflow:http://tracker:5000: unknown parameter 'runid'; use "
             "?experiment=NAME and/or &run_id=ID",
         ),
+        (
+            "mlflow:http://u:secret@[::1",
+            "ERROR: --agenteval-log mlflow:http://[::1: not a valid URL (Invalid IPv6 URL); give "
+            "mlflow:http://HOST:PORT[?experiment=NAME&run_id=ID], e.g. mlflow:http://127.0.0.1:5000",
+        ),
+        (
+            "mlflow:http://u:secret@127.0.0.1:notaport",
+            "ERROR: --agenteval-log mlflow:http://127.0.0.1:notaport: not a valid URL (Port could not be "
+            "cast to integer value as 'notaport'); give mlflow:http://HOST:PORT[?experiment=NAME&run_id=ID], "
+            "e.g. mlflow:http://127.0.0.1:5000",
+        ),
+        (
+            "mlflow:http://:5000",
+            "ERROR: --agenteval-log mlflow:http://:5000: no host in the URL; give "
+            "mlflow:http://HOST:PORT[?experiment=NAME&run_id=ID], e.g. mlflow:http://127.0.0.1:5000",
+        ),
     ],
 )
 def test_a_bad_value_is_one_line_at_start_up(pytester: pytest.Pytester, value: str, line: str) -> None:
@@ -120,8 +136,14 @@ def test_shards_do_not_log_and_their_merge_does(pytester: pytest.Pytester, offli
     )
 
 
-def test_merge_refuses_a_bad_target_before_reading_the_shards(pytester: pytest.Pytester) -> None:
+def test_merge_refuses_a_bad_target_before_reading_the_shards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # not pytester: its sys.modules restore dropped the cli imported here, and a later test
+    # of the same process then caught another MergeError class than the merge raised
     from pytest_agenteval.cli import main
+
+    monkeypatch.chdir(tmp_path)
 
     status = main(["merge", "missing.jsonl", "-o", "all.jsonl", "--agenteval-log=neptune:x"])
     assert status == 4

@@ -236,3 +236,49 @@ def test_a_bare_mlflow_target_uses_mlflow_tracking_uri(
     assert f"agenteval: logged to mlflow:?experiment=from-env: run {run.info.run_id} " in "\n".join(
         result.outlines
     )
+
+
+def test_a_uri_s_credentials_are_never_printed_nor_written(
+    mlflow_url: str, pytester: pytest.Pytester
+) -> None:
+    """The user and password of `mlflow:http://alice:s3cret@...` reach the tracking server
+    only: the results files, the run's params and the terminal hold the URI without them,
+    and MLflow's own `View run ... at: URL` print is not shown."""
+    prepare(pytester.path)
+    with_password = mlflow_url.replace("http://", "http://alice:s3cret@")
+    result = pytester.runpytest_inprocess(
+        *sweep_args(f"--agenteval-log=mlflow:{with_password}?experiment=cred")
+    )
+    assert result.ret == 0
+    printed = result.stdout.str() + result.stderr.str()
+    assert "s3cret" not in printed
+    assert "View run" not in printed
+    (line,) = [x for x in result.outlines if x.startswith("agenteval: logged to")]
+    assert line.startswith(f"agenteval: logged to mlflow:{mlflow_url}?experiment=cred: run ")
+    for path in (pytester.path / "out").iterdir():
+        assert "s3cret" not in path.read_text(encoding="utf-8"), path
+    client = _client(mlflow_url)
+    (run,) = client.search_runs([client.get_experiment_by_name("cred").experiment_id])
+    assert run.data.params["config/log_targets"] == f'["mlflow:{mlflow_url}?experiment=cred"]'
+    assert not [k for k, v in {**run.data.params, **run.data.tags}.items() if "s3cret" in v]
+
+
+def test_merge_prints_no_credentials_either(mlflow_url: str, pytester: pytest.Pytester) -> None:
+    prepare(pytester.path)
+    one = ["-p", "no:cacheprovider", "--dataset-path=sweep/problems.jsonl", "--mode=text-only", "--val-n=2"]
+    for index in (0, 1):
+        pytester.runpytest_inprocess(
+            *one, "--model-path=replay:sweep/step-200.jsonl", f"--agenteval-shard={index}/2",
+            f"--agenteval-out=shard-{index}.jsonl",
+        )  # fmt: skip
+    with_password = mlflow_url.replace("http://", "http://alice:s3cret@")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_agenteval", "merge", "shard-0.jsonl", "shard-1.jsonl",
+         "-o", "all.jsonl", f"--agenteval-log=mlflow:{with_password}?experiment=merged"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert f"agenteval: logged to mlflow:{mlflow_url}?experiment=merged: run " in done.stdout
+    assert "s3cret" not in done.stdout + done.stderr + (pytester.path / "all.jsonl").read_text(
+        encoding="utf-8"
+    )
+    assert "View run" not in done.stdout

@@ -73,3 +73,36 @@ def test_a_one_model_run_s_label_and_step_come_from_its_model_path(
     }
     model = single_model([summary], None)
     assert (model.label, model.step) == (label, step)
+
+
+def test_only_the_run_of_the_models_with_a_step_appends_to_swanlab_run_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_agenteval.output.trackers.send import append_to, child_environment
+    from pytest_agenteval.output.trackers.targets import parse_target
+
+    monkeypatch.setenv("SWANLAB_RUN_ID", "train-7")
+    target = parse_target("swanlab:proj/exp")
+    runs = plan_runs([_model("base", None), _model("step-100", 100)], append_to(target))
+    assert [(r.append_to, [m.label for m in r.models]) for r in runs] == [
+        ("train-7", ["step-100"]),
+        ("", ["base"]),
+    ]
+    assert "SWANLAB_RUN_ID" not in child_environment()  # swanlab.init would apply it to every run
+
+
+@pytest.mark.parametrize(
+    ("uri", "models", "names"),
+    [
+        ("swanlab:proj/exp", [("base", None), ("step-100", 100)], ["exp", "exp base"]),
+        ("swanlab:proj/exp", [("base", None), ("other", None)], ["exp base", "exp other"]),
+        ("swanlab:proj/exp", [("base", None)], ["exp"]),
+        ("swanlab:proj", [("base", None), ("step-100", 100)], ["aime25 step-100", "aime25 base"]),
+    ],
+)
+def test_each_swanlab_run_has_a_name_of_its_own(uri: str, models: list, names: list) -> None:
+    from pytest_agenteval.output.trackers.swanlab_run import run_name
+    from pytest_agenteval.output.trackers.targets import parse_target
+
+    runs = plan_runs([_model(label, step) for label, step in models])
+    assert [run_name(parse_target(uri), run) for run in runs] == names

@@ -53,8 +53,12 @@ def test_a_local_or_offline_run_holds_each_checkpoint_at_its_step(
     (line,) = [
         x for x in result.outlines if x.startswith("agenteval: logged to swanlab:agenteval-test/sweep")
     ]
+    said = [x for x in result.outlines + result.errlines if "swanlab" in x.lower() and x != line]
+    assert said == []  # SwanLab's own banner and its `pip install 'swanlab[dashboard]'` block are not shown
     run_id = line.split(": run ")[1].split()[0]
     (path,) = logs.glob(f"run-*-{run_id}/run-{run_id}.swanlab")
+    saved = list(path.parent.glob("files/aime25-*"))
+    assert len(saved) == 4 and not [p for p in saved if p.is_symlink()]  # copies, not links
     scalars = _scalars(path)
     by_label = summaries(pytester.path / "out")
     assert scalars["aime25/average_at_n"] == {STEPS[k]: s["average_at_n"] for k, s in by_label.items()}

@@ -47,6 +47,8 @@ def test_an_offline_run_holds_each_checkpoint_at_its_step(pytester: pytest.Pytes
     assert result.ret == 0
     (line,) = [x for x in result.outlines if x.startswith("agenteval: logged to wandb:agenteval-test")]
     assert line.endswith("(step-100 at step 100, step-200 at step 200, step-300 at step 300)")
+    said = [x for x in result.outlines + result.errlines if "wandb" in x.lower() and x != line]
+    assert said == []  # W&B's own lines (`wandb: WARNING Symlinked 1 file...`) are not shown
     rows = history(_run_file(offline))
     by_label = summaries(pytester.path / "out")
     assert [(r["_step"], r["agenteval/step"]) for r in rows] == [(100, 100), (200, 200), (300, 300)]
@@ -64,7 +66,9 @@ def test_an_offline_run_holds_each_checkpoint_at_its_step(pytester: pytest.Pytes
         "42",
         by_label["step-300"]["model"]["sha256"],
     )
-    saved = sorted(p.name for p in _run_file(offline).parent.glob("files/aime25-*"))
+    files = list(_run_file(offline).parent.glob("files/aime25-*"))
+    assert not [p for p in files if p.is_symlink()]  # copies: cleaning out/ before `wandb sync` loses nothing
+    saved = sorted(p.name for p in files)
     assert saved == [
         "aime25-report.html",
         "aime25-step-100.jsonl",

@@ -20,7 +20,8 @@ class ReplayError(SamplerError):
 
 class ReplaySource:
     """Generations keyed by (problem id, sample index), read from either
-    `{"problem_id", "sample_index", "text"}` lines or our own results file."""
+    `{"problem_id", "sample_index", "text"}` lines or our own results file (its problem
+    lines: the summary and a tracker's marker lines are skipped)."""
 
     native_tools = False
 
@@ -59,11 +60,11 @@ def _load(path: Path) -> dict[str, dict[int, Mapping[str, Any]]]:
         return ReplayError(f"{path}:{number}: not valid JSON ({exc.msg})")
 
     for number, row in read_jsonl(path, bad_line):
-        if row.get("type") == "summary":
-            continue
         if row.get("type") == "problem":
             for generation in row.get("generations", ()):
                 samples[str(row["problem_id"])][int(generation["sample_index"])] = generation
+            continue
+        if "type" in row:  # a results file's other lines (summary, a tracker's marker): not generations
             continue
         missing = {"problem_id", "sample_index", "text"} - row.keys()
         if missing:

@@ -12,6 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agenteval.config.redact import without_credentials
+from pytest_agenteval.config.table import OPTIONS
+from pytest_agenteval.models.identity import reported_fingerprint
+
 # top-level fields that are configuration, identity or bookkeeping, not metrics
 _NOT_METRICS = frozenset(
     {
@@ -28,7 +32,7 @@ _LENGTH_SETTINGS = frozenset({"max_tokens", "warn_share"})  # the `length` block
 RESOURCES = ("tokens", "requests", "cost", "wall_time_s")
 _PARAMS = ("mode", "dataset", "dataset_path", "dataset_sha256", "dataset_revision", "scorer")
 _PARAMS += ("scorer_version", "suite_version", "val_n", "temperature", "top_p", "top_k", "max_tokens")
-_MODEL_PARAMS = ("name", "backend", "sha256", "path", "display")
+_MODEL_PARAMS = ("name", "backend", "sha256", "path", "revision", "base_sha256", "display")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-. :/]+")  # what MLflow takes in a metric, param or tag key
 _OPERATORS = ((">=", " ge "), ("<=", " le "), ("==", " eq "), ("!=", " ne "), (">", " gt "), ("<", " lt "))
 _OPERATORS += (("+", " plus "), ("@", " at "))
@@ -115,9 +119,25 @@ def _text(value: Any) -> str:
 
 
 def model_params(summary: Mapping[str, Any], prefix: str = "model") -> dict[str, str]:
-    """The model's identity (`model/name`, `model/sha256`, ...)."""
+    """The model's identity (`model/name`, `model/sha256`, ...); an `--endpoint` model's is what
+    its servers report: `model/fingerprint` (the generation cache's, over each endpoint's
+    /v1/models entry), `model/root` (the weights vLLM and SGLang name), `model/location` (the
+    endpoints, without credentials)."""
     model = summary.get("model") or {}
-    return {f"{prefix}/{key}": _text(model[key]) for key in _MODEL_PARAMS if model.get(key) is not None}
+    params = {
+        f"{prefix}/{key}": _text(model[key]) for key in _MODEL_PARAMS if model.get(key) not in (None, "")
+    }
+    reported = [e for e in model.get("reported") or () if isinstance(e, Mapping)]
+    if reported:
+        params[f"{prefix}/fingerprint"] = reported_fingerprint(model["reported"])
+        roots = sorted({str(e["root"]) for e in reported if e.get("root")})
+        if roots:
+            params[f"{prefix}/root"] = ", ".join(roots)
+    if model.get("endpoints"):
+        params[f"{prefix}/location"] = without_credentials(", ".join(map(str, model["endpoints"])))
+    elif model.get("location"):
+        params[f"{prefix}/location"] = without_credentials(str(model["location"]))
+    return params
 
 
 def run_params(summary: Mapping[str, Any]) -> dict[str, str]:
@@ -139,15 +159,26 @@ def run_params(summary: Mapping[str, Any]) -> dict[str, str]:
     return params
 
 
+def _reproducible(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The params that say what produced the numbers: the reproducibility record, the model's
+    identity and the configuration less its run-local options (`Option.local`: paths,
+    endpoints, concurrency, timeouts, gates, the trackers themselves) and the data's path,
+    which a rerun of the same evaluation may change."""
+    local = {option.dest for option in OPTIONS if option.local}
+    config = {k: v for k, v in (summary.get("config") or {}).items() if k not in local}
+    params = {**run_params({**summary, "config": config}), **model_params(summary)}
+    params.pop(f"{summary['suite']}/dataset_path", None)  # where the data is: its sha256 is what it is
+    return params
+
+
 def fingerprint(uri: str, label: str, step: int | None, summaries: Sequence[Mapping[str, Any]]) -> str:
     """What was logged, less what a rerun from the cache changes (the resource metrics): the
-    same fingerprint is the same numbers, of the same model and data, to the same place."""
+    same fingerprint is the same numbers, of the same model, data and configuration (the
+    sampling, the mode, the suite's version, the seed...), to the same place."""
     metrics: dict[str, float] = {}
     for summary in summaries:
         metrics.update(metrics_of(summary))
     scored = {k: v for k, v in metrics.items() if k.split("/")[1] not in RESOURCES}
-    identity = [
-        (model_params(s), s.get("dataset_sha256"), (s.get("config") or {}).get("seed")) for s in summaries
-    ]
-    text = json.dumps([uri, label, step, scored, identity], sort_keys=True, default=str)
+    record = [_reproducible(s) for s in summaries]
+    text = json.dumps([uri, label, step, scored, record], sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

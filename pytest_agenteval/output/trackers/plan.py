@@ -34,6 +34,7 @@ class TrackedRun:
     params: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     files: tuple[Path, ...] = ()
+    label: str = ""  # the model's label, for a model logged in a run of its own beside others
 
     def metrics(self, model: ModelResults) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -68,9 +69,11 @@ def _tags(models: Sequence[ModelResults]) -> dict[str, str]:
     return tags
 
 
-def _run(name: str, models: Sequence[ModelResults], append_to: str, report: Path | None) -> TrackedRun:
+def _run(
+    name: str, models: Sequence[ModelResults], append_to: str, report: Path | None, label: str = ""
+) -> TrackedRun:
     files = tuple(m.file for m in models if m.file is not None) + ((report,) if report else ())
-    return TrackedRun(name, tuple(models), append_to, _params(models), _tags(models), files)
+    return TrackedRun(name, tuple(models), append_to, _params(models), _tags(models), files, label)
 
 
 def plan_runs(
@@ -87,7 +90,8 @@ def plan_runs(
         runs.append(_run(name, stepped, append_to, report))
     for model in plain:
         alone = not stepped and len(plain) == 1
-        runs.append(_run(f"{'+'.join(suites)} {model.label}", [model], append_to if alone else "", report))
+        name = f"{'+'.join(suites)} {model.label}"
+        runs.append(_run(name, [model], append_to if alone else "", report, "" if alone else model.label))
     return runs
 
 

@@ -5,11 +5,13 @@ of ours (`pip install 'pytest-agenteval[mlflow]'`): a missing one is refused at 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from pytest_agenteval.config.packages import installed
+from pytest_agenteval.config.redact import without_credentials
 
 KINDS = ("mlflow", "wandb", "swanlab")
 _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -27,26 +29,33 @@ class Target:
     run: str = ""  # mlflow, wandb: the run id to append to; swanlab: the experiment's name
 
 
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+def _checked_location(location: str) -> None:
+    """A tracking server's URL that MLflow could not reach anyway (a malformed IPv6 host, a port
+    that is not a number) is refused here, at start-up, not after the run."""
+    shown = without_credentials(location)
+    fix = "give mlflow:http://HOST:PORT[?experiment=NAME&run_id=ID], e.g. mlflow:http://127.0.0.1:5000"
+    try:
+        parts = urlsplit(location)
+        _ = parts.port  # a port that is not a number raises ValueError
+    except ValueError as exc:
+        raise ValueError(f"--agenteval-log mlflow:{shown}: not a valid URL ({exc}); {fix}") from None
+    if parts.scheme in ("http", "https") and not parts.hostname:
+        raise ValueError(f"--agenteval-log mlflow:{shown}: no host in the URL; {fix}")
 
 
 def _mlflow(rest: str) -> Target:
     location, _, query = rest.partition("?")
+    shown_location = without_credentials(location)
     asked = dict(parse_qsl(query, keep_blank_values=True))
     unknown = sorted(set(asked) - {"experiment", "run_id"})
     if unknown:
         raise ValueError(
-            f"--agenteval-log mlflow:{_without_credentials(location)}: unknown parameter "
+            f"--agenteval-log mlflow:{shown_location}: unknown parameter "
             f"{unknown[0]!r}; use ?experiment=NAME and/or &run_id=ID"
         )
+    _checked_location(location)
     query_shown = urlencode(asked)
-    shown = "mlflow:" + _without_credentials(location) + (f"?{query_shown}" if query_shown else "")
+    shown = "mlflow:" + shown_location + (f"?{query_shown}" if query_shown else "")
     return Target("mlflow", shown, location, asked.get("experiment", ""), asked.get("run_id", ""))
 
 
@@ -74,20 +83,11 @@ def parse_target(value: str) -> Target:
     return _project(kind, rest, "RUN_ID" if kind == "wandb" else "EXPERIMENT")
 
 
-def _installed(name: str) -> bool:
-    """Whether `import name` would find the package (without importing it: mlflow takes
-    seconds); a name set to None in sys.modules is not importable."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def check_targets(values: tuple[str, ...] | list[str]) -> list[Target]:
     """The parsed targets, each tracker's package present; ValueError naming the extra."""
     targets = [parse_target(value) for value in values]
     for target in targets:
-        if not _installed(target.kind):
+        if not installed(target.kind):
             raise ValueError(
                 f"--agenteval-log {target.shown}: the {target.kind} package is not installed; "
                 f"install it with pip install 'pytest-agenteval[{target.kind}]'"

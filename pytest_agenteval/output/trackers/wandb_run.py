@@ -6,6 +6,9 @@ config, the results files and the report are saved with it. Extra `[wandb]`."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from pytest_agenteval.output.trackers.plan import TrackedRun
 from pytest_agenteval.output.trackers.targets import Target
 
@@ -37,8 +40,12 @@ def log_run(target: Target, run: TrackedRun) -> str:
             row = {**run.metrics(model), STEP: run.step_of(model)}
             # a resumed run is past its own steps: the training step goes in `agenteval/step` only
             handle.log(row, step=None if append_to else run.step_of(model))
-        for path in run.files:
-            handle.save(str(path), base_path=str(path.parent), policy="now")
+        for (
+            path
+        ) in run.files:  # copied, not linked: cleaning the results folder before `wandb sync` loses nothing
+            copy = Path(handle.dir) / path.name
+            shutil.copyfile(path, copy)
+            handle.save(str(copy), base_path=handle.dir, policy="now")
         return str(handle.id)
     finally:
         handle.finish()
