@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,35 +21,20 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # tests/trackers/mlflow_server.py, the tests' own server start
+from tests.trackers import mlflow_server  # noqa: E402
+
 SUITE = "from pytest_agenteval.tasks.aime25 import Aime25\n\nagenteval_suite = Aime25()\n\n\n"
 SUITE += "def test_aime25(evaluation):\n    evaluation.check()\n"
 RECORDED = {"step-100": "base", "step-200": "step-100", "step-300": "step-200"}
 METRICS = ["aime25/average_at_n", "aime25/average_at_n/ci95_low", "aime25/average_at_n/ci95_high"]
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
-    port = _port()
-    mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or "mlflow"
-    server = subprocess.Popen(
-        [mlflow, "server", "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-         "--default-artifact-root", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=(folder / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(360):
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5):
-                return server, url
-        except OSError:
-            time.sleep(0.5)
-    sys.exit(f"mlflow server did not start: see {folder / 'server.log'}")
+    try:
+        return mlflow_server.start(folder)
+    except RuntimeError as exc:
+        sys.exit(str(exc))
 
 
 def log_sweep(folder: Path, url: str) -> str:
@@ -136,8 +118,7 @@ def main() -> None:
             print(f"screenshot: {args.screenshot}")
         finally:
             if server is not None:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+                mlflow_server.stop(server)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,15 @@ def _warning_lines(result: pytest.RunResult) -> list[str]:
     return [line for line in lines if re.search(r"Warning\b|WARNING|warnings summary", line)]
 
 
+# AIME25 run by name on the `empty` folder's data, its generations replayed
+AIME_BY_NAME = (
+    "--pyargs",
+    "pytest_agenteval.suites.aime25",
+    "--dataset-path=tiny.jsonl",
+    "--model-path=replay:replay.jsonl",
+)
+
+
 @pytest.fixture
 def empty(pytester: pytest.Pytester) -> pytest.Pytester:
     """A folder with no ini of the repository's (pytester's own tmp folder) and the
@@ -38,10 +47,7 @@ def test_aime25_runs_by_name_from_an_empty_folder_without_a_warning(
     # a process of its own: pytest-asyncio's warning is printed by each process's configure,
     # which an in-process run would hand to this test's own warning capture
     result = empty.runpytest_subprocess(
-        "--pyargs",
-        "pytest_agenteval.suites.aime25",
-        "--dataset-path=tiny.jsonl",
-        "--model-path=replay:replay.jsonl",
+        *AIME_BY_NAME,
         "--mode=text-only",
         "--val-n=2",
         "-k",
@@ -93,10 +99,7 @@ def test_a_run_that_writes_nothing_leaves_no_results_folder(
     empty: pytest.Pytester, args: tuple[str, ...]
 ) -> None:
     result = empty.runpytest_inprocess(
-        "--pyargs",
-        "pytest_agenteval.suites.aime25",
-        "--dataset-path=tiny.jsonl",
-        "--model-path=replay:replay.jsonl",
+        *AIME_BY_NAME,
         "--val-n=2",
         *args,
     )
@@ -108,10 +111,7 @@ def _aime_by_name(empty: pytest.Pytester, *args: str) -> pytest.RunResult:
     return empty.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
-        "--pyargs",
-        "pytest_agenteval.suites.aime25",
-        "--dataset-path=tiny.jsonl",
-        "--model-path=replay:replay.jsonl",
+        *AIME_BY_NAME,
         "--mode=text-only",
         "--val-n=2",
         "-k",

@@ -5,14 +5,11 @@ tests share it and one logged sweep."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests._oracle import require_oracle
+from tests.trackers import mlflow_server
 from tests.trackers.sweep_runs import STEPS, markers, prepare, run_sweep, summaries, sweep_args
 
 
@@ -39,32 +37,14 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def mlflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    folder = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or "mlflow"
-    server = subprocess.Popen(
-        [mlflow, "server", "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-         "--default-artifact-root", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=(folder / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not start: {(folder / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        server, url = mlflow_server.start(tmp_path_factory.mktemp("mlflow"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
         yield url
     finally:
-        os.killpg(server.pid, signal.SIGKILL)  # the server and its uvicorn worker: a throwaway store
-        server.wait(timeout=30)
+        mlflow_server.stop(server)
 
 
 @pytest.fixture(scope="module")
