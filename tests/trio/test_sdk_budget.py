@@ -41,7 +41,9 @@ def test_a_timed_out_sample_call_is_settled_as_an_attempt_of_its_own(
 
     server = service(fault_plan=stall_once, stall_s=30.0)
     values = {o.dest: o.default for o in OPTIONS}
-    values.update(model_path=protocol.step, base_model=base_model, request_timeout=1.0)
+    values.update(
+        model_path=protocol.step, base_model=base_model, request_timeout=3.0
+    )  # the retry generates within it under load too
     settings = Settings(**values, explicit=frozenset())
     sampler = SdkSampler(adapter_for("trio"), settings, 4, tmp_path / "home")
     ledger = BudgetLedger.create(Limits(max_total_tokens=100_000), tmp_path)
