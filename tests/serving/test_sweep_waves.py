@@ -255,3 +255,57 @@ def test_a_worker_waiting_on_a_later_wave_is_sent_no_running_waves_item(pytester
     sched.add_node(c)  # type: ignore[arg-type]
     collect(sched, c, collection)
     assert sched.node2pending[b] == [4] and sorted(c.sent) == [1, 2, 3]
+
+
+def test_a_crashed_workers_items_go_to_its_replacement_not_behind_a_waiting_worker(
+    pytester: pytest.Pytester,
+) -> None:
+    """As above, with one item of wave 1 back from the crash: it went to every idle worker
+    with the held ones, b included (b's queue [4, 1]: 1 waited behind 4, which waits for
+    wave 1 to end, a deadlock with no time limit)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label, n in (("base", 4), ("other", 2)) for i in range(n)]
+    config = pytester.parseconfig("--tx", "2*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
+    a, b = FakeNode("a"), FakeNode("b")
+    for node in (a, b):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b):
+        collect(sched, node, collection)
+    sched.node2pending[a], sched.node2pending[b] = [0, 1], [4]  # b waits on wave 2's item 4
+    sched.pending[:], sched.held = [3], [5]
+    sched.check_schedule()
+    sched.remove_node(a)  # a crashed on 0: 1 goes back to pending
+    c = FakeNode("c")
+    sched.add_node(c)  # type: ignore[arg-type]
+    collect(sched, c, collection)
+    assert sched.node2pending[b] == [4]
+    assert sorted(c.sent) == [1, 3] and not c.shutting_down and not b.shutting_down
+
+
+def test_idle_workers_take_the_held_items_while_another_waits_on_them(pytester: pytest.Pytester) -> None:
+    """a waits on wave 2 (its items 9..11), b and c finish wave 1's 4 and 7: they take the
+    held 12..17 rather than being shut down (a's queue counted as work left to steal, and
+    xdist, which never sees a waiting worker, shut b and c down: wave 2 ran on a alone)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label in ("base", "other") for i in range(9)]
+    config = pytester.parseconfig("--tx", "3*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
+    a, b, c = FakeNode("a"), FakeNode("b"), FakeNode("c")
+    for node in (a, b, c):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b, c):
+        collect(sched, node, collection)
+    sched.node2pending[a], sched.node2pending[b], sched.node2pending[c] = [9, 10, 11], [4, 5], [7, 8]
+    sched.pending[:], sched.held = [], list(range(12, 18))
+    sched.mark_test_complete(b, 4)
+    sched.mark_test_complete(c, 7)
+    assert not b.shutting_down and not c.shutting_down and sched.held == []
+    assert b.steals == [[15, 16, 17]]  # c, idle, steals half of what b took
+    sched.remove_pending_tests_from_node(b, [15, 16, 17])
+    assert sched.node2pending[b] == [5, 12, 13, 14] and sched.node2pending[c] == [8, 15, 16, 17]
+    assert sched.node2pending[a] == [9, 10, 11] and not a.shutting_down
