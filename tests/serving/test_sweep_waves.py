@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,57 @@ def test_idle_workers_take_the_held_items_while_another_waits_on_them(pytester: 
     sched.remove_pending_tests_from_node(b, [15, 16, 17])
     assert sched.node2pending[b] == [5, 12, 13, 14] and sched.node2pending[c] == [8, 15, 16, 17]
     assert sched.node2pending[a] == [9, 10, 11] and not a.shutting_down
+
+
+class _TimedSuite:
+    """A suite whose generation is timed from its own start, as the retool loop times it."""
+
+    name = "timed"
+
+    def samples(self, settings: Settings) -> int:
+        return 1
+
+    def sampling(self, settings: Settings) -> dict:
+        return {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
+
+    async def rollout(self, ctx):
+        from pytest_agenteval.api.records import Rollout
+
+        started = time.monotonic()
+        messages = [{"role": "user", "content": "hi"}]
+        await ctx.sampler.counter.count_prompt(messages, None)  # the server's /tokenize, first
+        completion = await ctx.sampler.complete(messages, ctx.params())
+        return Rollout(text=completion.text, stop_reason="answer", latency_s=time.monotonic() - started)
+
+
+def test_the_wait_for_a_later_waves_server_is_not_the_generations_latency(resolved, tmp_path: Path) -> None:
+    """A later wave's first generation waited 0.5 s for its server: its latency (and so its
+    device time, latency x devices) is the request's, not the wait (it was 7.25 s for a
+    0.01 s turn with a server that took 6 s to start)."""
+    from pytest_agenteval.api.records import Problem
+    from pytest_agenteval.run.runtime import Runtime
+
+    settings = Settings(serve=True)
+    with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
+        servers = _servers(resolved, tmp_path / "serve")
+        later = placeholder_choice(servers.placeholder("step-200"))
+        _launched(servers, server.url)
+        runtime = Runtime(settings, later, 2, models={"step-200": later})
+        problem = Problem("timed", 1, 0, "hi", None, model="step-200")
+        served = servers.served("step-200")
+        up = threading.Timer(0.5, lambda: write_served(servers.folder, "step-200", served))
+        up.start()
+
+        async def generate():
+            try:  # two samples at once: the second waits behind the first's token count
+                return await asyncio.gather(*(runtime._rollout(_TimedSuite(), problem, i) for i in (0, 1)))
+            finally:
+                await runtime.sampler_for("step-200").aclose()
+
+        started = time.monotonic()
+        rollouts = asyncio.run(generate())
+        took = time.monotonic() - started
+        up.join()
+    assert [r.text for r in rollouts] == [DEFAULT_ANSWER] * 2 and took >= 0.5
+    assert all(r.latency_s < 0.3 for r in rollouts), [r.latency_s for r in rollouts]
+    assert all("server_wait_s" not in r.extra for r in rollouts)

@@ -22,6 +22,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     approx_token_count,
     note_served,
+    note_server_wait,
     request_priority,
 )
 from pytest_agenteval.models.cost.meter import current_meter
@@ -129,6 +130,14 @@ class OpenAISampler:
             raise SamplerError(self._connect_error)
         if self._connecting is None:
             self._connecting = asyncio.Lock()
+        waiting = time.monotonic()
+        try:
+            await self._connect()
+        finally:  # the wait for the server is not the generation's latency
+            note_server_wait(time.monotonic() - waiting)
+
+    async def _connect(self) -> None:
+        assert self._connecting is not None
         async with self._connecting:
             if self._awaiting is None:
                 return
