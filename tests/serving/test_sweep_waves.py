@@ -164,6 +164,7 @@ def test_the_terminal_says_which_wave_runs_and_what_each_later_model_waits_for(
     said: list[str] = []
     models = {"base": resolved, "other": other}
     servers = SweepServers(Settings(serve=True, serve_max_servers=1), models, tmp_path, tmp_path, said.append)
+    servers.launches[0] = None  # type: ignore[assignment]  # base's server is up (what announce reads)
     servers.announce()
     assert said == [
         "agenteval: sweep wave 1/2 running: base (1 server at a time)",
@@ -364,3 +365,32 @@ def test_the_wait_for_a_later_waves_server_is_not_the_generations_latency(resolv
     assert [r.text for r in rollouts] == [DEFAULT_ANSWER] * 2 and took >= 0.5
     assert all(r.latency_s < 0.3 for r in rollouts), [r.latency_s for r in rollouts]
     assert all("server_wait_s" not in r.extra for r in rollouts)
+
+
+@pytest.mark.parametrize(
+    ("failed", "up", "expected"),
+    [
+        ([0], [1], ["agenteval: sweep wave 2/2 running: other (1 server at a time)"]),
+        (
+            [0, 1],
+            [],
+            ["agenteval: no server of the sweep is running: every one failed to start (see above)"],
+        ),
+    ],
+    ids=["the first failed, the next took its slot", "every one failed"],
+)
+def test_the_terminal_says_what_runs_when_servers_failed_at_start_up(
+    resolved, tmp_path: Path, failed: list[int], up: list[int], expected: list[str]
+) -> None:
+    """With AGENTEVAL_STANDIN_FATAL=oom-hang both servers said "did not start", then the
+    terminal said "sweep wave 1/2 running: base" (announced from the plan, not the state)."""
+    other = dataclasses.replace(resolved, path=tmp_path / "other.gguf", fingerprint="e" * 64)
+    said: list[str] = []
+    models = {"base": resolved, "other": other}
+    servers = SweepServers(Settings(serve=True, serve_max_servers=1), models, tmp_path, tmp_path, said.append)
+    for server in failed:
+        servers.errors[server] = "the server of it did not start: CUDA out of memory"
+    for server in up:
+        servers.launches[server] = None  # type: ignore[assignment]
+    servers.announce()
+    assert said == expected

@@ -145,22 +145,33 @@ class SweepServers:
         """The wave (0-based) `server` starts in: the plan's grouping by the slots."""
         return next(i for i, wave in enumerate(self.plan.waves()) if server in wave)
 
-    def _wave_labels(self, wave: int) -> str:
-        return ", ".join(label for s in self.plan.waves()[wave] for label in self.plan.servers[s].labels)
-
     def announce(self) -> None:
-        """Which wave runs, and what each later model waits for (said once, at start-up)."""
+        """Which wave runs, and what each later model waits for (said once, at start-up,
+        after the first servers started: what is true then, a failed one's slot given on)."""
         waves = self.plan.waves()
         if len(waves) < 2:
             return
         cap = f"{self.plan.at_once} server{'s' if self.plan.at_once > 1 else ''} at a time"
-        self.say(f"agenteval: sweep wave 1/{len(waves)} running: {self._wave_labels(0)} ({cap})")
+        for wave, servers in enumerate(waves):
+            up = [label for s in servers if s in self.launches for label in self.plan.servers[s].labels]
+            if up:
+                self.say(f"agenteval: sweep wave {wave + 1}/{len(waves)} running: {', '.join(up)} ({cap})")
+        if not self.launches:
+            self.say("agenteval: no server of the sweep is running: every one failed to start (see above)")
         for wave in range(1, len(waves)):
+            ahead = [
+                label
+                for s in waves[wave - 1]
+                if s not in self.errors
+                for label in self.plan.servers[s].labels
+            ]
             for server in waves[wave]:
+                if server in self.launches or server in self.errors:
+                    continue
                 for label in self.plan.servers[server].labels:
                     self.say(
                         f"agenteval: {label} waits for wave {wave}/{len(waves)} "
-                        f"({self._wave_labels(wave - 1)}) to finish: its server starts in wave "
+                        f"({', '.join(ahead)}) to finish: its server starts in wave "
                         f"{wave + 1}/{len(waves)}, when a slot is free"
                     )
 
