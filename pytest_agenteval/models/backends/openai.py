@@ -132,13 +132,12 @@ class OpenAISampler:
             self._connecting = asyncio.Lock()
         waiting = time.monotonic()
         try:
-            await self._connect()
+            await self._connect(self._connecting)
         finally:  # the wait for the server is not the generation's latency
             note_server_wait(time.monotonic() - waiting)
 
-    async def _connect(self) -> None:
-        assert self._connecting is not None
-        async with self._connecting:
+    async def _connect(self, lock: asyncio.Lock) -> None:
+        async with lock:
             if self._awaiting is None:
                 return
             if self._connect_error is not None:
