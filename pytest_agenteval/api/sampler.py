@@ -184,6 +184,17 @@ def note_served(completion: Completion) -> None:
         seen["cached_prompt_tokens"] = seen.get("cached_prompt_tokens", 0) + completion.cached_prompt_tokens
 
 
+def note_server_wait(seconds: float) -> None:
+    """Seconds the rollout being run waited for its model's server to start (a sweep's later
+    wave): not the generation's latency, nor its device time (the runtime takes it out)."""
+    seen = served_by.get()
+    if seen is not None and seconds > 0:
+        seen[SERVER_WAIT] = seen.get(SERVER_WAIT, 0.0) + seconds
+
+
+SERVER_WAIT = "server_wait_s"  # its key in `served_by`, taken out before the record sees it
+
+
 def approx_token_count(text: str) -> int:
     """Token estimate for backends without a local tokenizer: ~4 characters a token."""
     return (len(text) + 3) // 4

@@ -21,6 +21,7 @@ from pytest_agenteval.api.records import (
     sample_seed,
 )
 from pytest_agenteval.api.sampler import (
+    SERVER_WAIT,
     Completion,
     RequestCollected,
     collecting_requests,
@@ -211,6 +212,9 @@ class Runtime:
         served_by.set({})  # this rollout's task only: what served it (models note it)
         rollout = await suite.rollout(ctx)
         served = served_by.get()
+        waited = served.pop(SERVER_WAIT, 0.0) if served else 0.0
+        if waited:  # its model's server started meanwhile (a sweep's later wave): not latency
+            rollout = dataclasses.replace(rollout, latency_s=max(0.0, rollout.latency_s - waited))
         if served:  # the reply's own model and system_fingerprint, with the generation
             rollout = dataclasses.replace(rollout, extra={**rollout.extra, **served})
         return rollout

@@ -130,6 +130,8 @@ class ServerCore:
         self.batches = BatchService(config.batch, self.batch_reply, self._auth_error, request_key)
         self.billing = Billing() if config.billing else None  # a provider's books (_billing.py)
 
+    max_model_len = 1 << 20  # what vLLM's /tokenize reports (a stand-in: its model's)
+
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 2**20)  # long multi-turn conversations
@@ -139,7 +141,7 @@ class ServerCore:
         app.router.add_get("/stats", self._stats)
         app.router.add_post("/stats/reset", self._reset)
         tokenizer = bill_ids if self.billing is not None else char_tokens
-        add_tokenize_routes(app, self.config.tokenize, self.side_requests, tokenizer)
+        add_tokenize_routes(app, self.config.tokenize, self.side_requests, tokenizer, self.max_model_len)
         self.batches.add_routes(app)
         self.add_routes(app)
         # handler_cancellation: a client that hangs up (timeout) ends its request's

@@ -39,6 +39,7 @@ def add_tokenize_routes(
     flavour: str,
     counter: dict[str, int],
     tokenizer: Callable[[str], list[int]] = char_tokens,
+    max_model_len: int = 1 << 20,
 ) -> None:
     """`tokenizer`: one token a character, or the billing server's (_billing.py)."""
 
@@ -47,7 +48,7 @@ def add_tokenize_routes(
         body = await request.json()
         text = render_chatml(body) if "messages" in body else str(body.get("prompt", ""))
         tokens = tokenizer(text)
-        return web.json_response({"count": len(tokens), "max_model_len": 1 << 20, "tokens": tokens})
+        return web.json_response({"count": len(tokens), "max_model_len": max_model_len, "tokens": tokens})
 
     async def llama(request: web.Request) -> web.Response:
         counter["tokenize"] = counter.get("tokenize", 0) + 1

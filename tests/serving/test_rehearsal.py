@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.models.serve.probe import PROBE_PROMPT
 from pytest_agenteval.testing.standins import install
 from tests.conftest import read_results
 
@@ -140,7 +141,10 @@ class Rehearsal:
 class Run:
     def __init__(self, out: Path, log: Path, done: subprocess.CompletedProcess[str]) -> None:
         self.out, self.log, self.done = out, log, done
-        self.requests = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        # the adapter-is-live probe's two greedy completions at each LoRA's server start
+        self.probes = [r for r in lines if r["body"].get("prompt") == PROBE_PROMPT]
+        self.requests = [r for r in lines if r not in self.probes]  # the sweep's own
 
     @property
     def output(self) -> str:
@@ -299,5 +303,12 @@ def test_the_same_sweep_on_sglang(rehearsal: Rehearsal) -> None:
     )
     _finished(run)
     assert "(sglang, launched)" in run.output
+    # SGLang picks a LoRA only from `base:adapter` (the bare adapter name gets the base)
+    names = run.request_names()
+    assert names[LORA].startswith(f"{names[BASE]}:lora-step-200-")
+    assert Counter(r["model"] for r in run.requests)[names[LORA]] == 8
+    probe = run.summary(LORA)["model"]["served"]["adapter_probe"]
+    assert probe["adapter"] == names[LORA] and probe["live"]  # its logprobs are not the base's
+    assert [r["model"] for r in run.probes] == [names[BASE], names[LORA]]
     for label in (BASE, LORA, OTHER):
         assert run.bodies(label, without_model=True) == forward.bodies(label, without_model=True)

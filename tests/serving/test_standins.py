@@ -313,10 +313,14 @@ def test_a_fatal_error_in_the_log_fails_the_start_at_once(
 def test_sglang_lists_its_lora_and_selects_it_only_as_base_colon_adapter(
     standins: Standins, models: tuple[ResolvedModel, ResolvedModel], tmp_path: Path
 ) -> None:
+    """The launcher asks SGLang for `base:adapter`: the bare adapter name was answered by the
+    base, silently in a sweep (its request name), with a warning from the probe otherwise."""
     base, adapter = models
+    log = tmp_path / "requests.jsonl"
     with pytest.MonkeyPatch.context() as mp:
         for name, value in standins.env().items():
             mp.setenv(name, value)
+        mp.setenv(LOG, str(log))
         lines: list[str] = []
         launched = start(settings(serve_gpus="0"), adapter, "sglang", tmp_path, tmp_path, lines.append)
     try:
@@ -327,11 +331,13 @@ def test_sglang_lists_its_lora_and_selects_it_only_as_base_colon_adapter(
             (name, str(adapter.path), base.served_name),
         ]
         # SGLang 0.5.23 (serving_base.py _parse_model_parameter) takes any model name for the
-        # base and picks a LoRA only from `base:adapter`: the launcher's request name gets the base
+        # base and picks a LoRA only from `base:adapter`
         assert greedy_logprobs(url, None, name) == greedy_logprobs(url, None, base.served_name)
         assert greedy_logprobs(url, None, f"{base.served_name}:{name}") != greedy_logprobs(url, None, name)
-        assert launched.probe is not None and not launched.probe["live"]
-        assert any("gives the same greedy logprobs as its base" in line for line in lines)
+        assert launched.request_name == f"{base.served_name}:{name}"
+        assert launched.probe is not None and launched.probe["live"]  # the LoRA's logprobs are its own
+        assert not any("gives the same greedy logprobs as its base" in line for line in lines)
+        assert [x["model"] for x in log_lines(log)][:2] == [base.served_name, f"{base.served_name}:{name}"]
         # SGLang applies generation_config.json unless --sampling-defaults openai
         assert server_notes(launched.servers[0].log_path) == []  # its words are not the notes' markers
         assert "Using default chat sampling params from model generation config" in (
@@ -339,6 +345,36 @@ def test_sglang_lists_its_lora_and_selects_it_only_as_base_colon_adapter(
         )
     finally:
         assert launched.stop() == []
+
+
+def test_a_sweeps_lora_on_sglang_is_asked_for_as_base_colon_adapter_and_probed(
+    standins: Standins, models: tuple[ResolvedModel, ResolvedModel], tmp_path: Path
+) -> None:
+    """A sweep's request name for a LoRA on SGLang (its placeholder's too, for a later wave)
+    is `base:adapter`; its server's start runs the adapter-is-live probe, as --serve does for
+    one model (a sweep never ran it: a LoRA answered by its base went unnoticed)."""
+    from pytest_agenteval.config.settings import Settings
+    from pytest_agenteval.models.serve.sweep_launch import SweepServers
+
+    base, adapter = models
+    said: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in standins.env().items():
+            mp.setenv(name, value)
+        mp.syspath_prepend(str(standins.folder))
+        settings = Settings(serve=True, serve_backend="sglang", serve_gpus="0", serve_timeout=30.0)
+        servers = SweepServers(settings, {"base": base, "lora": adapter}, tmp_path, tmp_path, said.append)
+        wanted = f"{base.served_name}:{adapter_served_name(adapter)}"
+        assert servers.request_name("lora") == servers.placeholder("lora")["model_name"] == wanted
+        assert servers.request_name("base") == base.served_name
+        try:
+            servers.start_ready()
+            probe = servers.record("lora").adapter_probe
+            assert probe is not None and probe["live"] and probe["adapter"] == wanted
+            assert servers.record("base").adapter_probe is None
+            assert not any("WARNING" in line for line in said)
+        finally:
+            assert servers.close() == []
 
 
 def test_pytest_serve_on_a_checkpoint_runs_vllm_s_code_path_on_the_stand_in(

@@ -230,3 +230,21 @@ def test_llama_cpp_on_a_gguf_answers() -> None:
         body = {"model": "base", "prompt": "The capital of France is", "max_tokens": 2, "temperature": 0.0}
         status, reply = request_json(f"{server.url}/completions", body=body, timeout_s=120)
     assert status == 200 and reply["choices"][0]["text"].strip()
+
+
+def test_tokenize_and_usage_count_what_the_server_counts(vllm_server) -> None:
+    """vLLM's `/tokenize` reports the `max_model_len` of `/v1/models`, and a reply's
+    `usage.prompt_tokens` is what `/tokenize` counts for the same prompt (they were 1,048,576
+    and a 4-characters-a-token estimate)."""
+    server, _, _ = vllm_server
+    status, counted = post(
+        server, "/tokenize", {"model": "base", "messages": HI, "add_generation_prompt": True}
+    )
+    assert status == 200 and counted["max_model_len"] == 4096
+    status, reply = post(server, "/chat/completions", {"model": "base", "messages": HI, "max_tokens": 8})
+    assert status == 200 and reply["usage"]["prompt_tokens"] == counted["count"]
+    usage = reply["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    status, text = post(server, "/tokenize", {"model": "base", "prompt": "The capital of France is"})
+    status, reply = post(server, "/completions", {"model": "base", "prompt": "The capital of France is"})
+    assert reply["usage"]["prompt_tokens"] == text["count"] == len("The capital of France is")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,7 @@ def test_the_terminal_says_which_wave_runs_and_what_each_later_model_waits_for(
     said: list[str] = []
     models = {"base": resolved, "other": other}
     servers = SweepServers(Settings(serve=True, serve_max_servers=1), models, tmp_path, tmp_path, said.append)
+    servers.launches[0] = None  # type: ignore[assignment]  # base's server is up (what announce reads)
     servers.announce()
     assert said == [
         "agenteval: sweep wave 1/2 running: base (1 server at a time)",
@@ -255,3 +257,140 @@ def test_a_worker_waiting_on_a_later_wave_is_sent_no_running_waves_item(pytester
     sched.add_node(c)  # type: ignore[arg-type]
     collect(sched, c, collection)
     assert sched.node2pending[b] == [4] and sorted(c.sent) == [1, 2, 3]
+
+
+def test_a_crashed_workers_items_go_to_its_replacement_not_behind_a_waiting_worker(
+    pytester: pytest.Pytester,
+) -> None:
+    """As above, with one item of wave 1 back from the crash: it went to every idle worker
+    with the held ones, b included (b's queue [4, 1]: 1 waited behind 4, which waits for
+    wave 1 to end, a deadlock with no time limit)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label, n in (("base", 4), ("other", 2)) for i in range(n)]
+    config = pytester.parseconfig("--tx", "2*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
+    a, b = FakeNode("a"), FakeNode("b")
+    for node in (a, b):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b):
+        collect(sched, node, collection)
+    sched.node2pending[a], sched.node2pending[b] = [0, 1], [4]  # b waits on wave 2's item 4
+    sched.pending[:], sched.held = [3], [5]
+    sched.check_schedule()
+    sched.remove_node(a)  # a crashed on 0: 1 goes back to pending
+    c = FakeNode("c")
+    sched.add_node(c)  # type: ignore[arg-type]
+    collect(sched, c, collection)
+    assert sched.node2pending[b] == [4]
+    assert sorted(c.sent) == [1, 3] and not c.shutting_down and not b.shutting_down
+
+
+def test_idle_workers_take_the_held_items_while_another_waits_on_them(pytester: pytest.Pytester) -> None:
+    """a waits on wave 2 (its items 9..11), b and c finish wave 1's 4 and 7: they take the
+    held 12..17 rather than being shut down (a's queue counted as work left to steal, and
+    xdist, which never sees a waiting worker, shut b and c down: wave 2 ran on a alone)."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    collection = [f"t.py::test[{label}:{i}]" for label in ("base", "other") for i in range(9)]
+    config = pytester.parseconfig("--tx", "3*popen")
+    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
+    a, b, c = FakeNode("a"), FakeNode("b"), FakeNode("c")
+    for node in (a, b, c):
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in (a, b, c):
+        collect(sched, node, collection)
+    sched.node2pending[a], sched.node2pending[b], sched.node2pending[c] = [9, 10, 11], [4, 5], [7, 8]
+    sched.pending[:], sched.held = [], list(range(12, 18))
+    sched.mark_test_complete(b, 4)
+    sched.mark_test_complete(c, 7)
+    assert not b.shutting_down and not c.shutting_down and sched.held == []
+    assert b.steals == [[15, 16, 17]]  # c, idle, steals half of what b took
+    sched.remove_pending_tests_from_node(b, [15, 16, 17])
+    assert sched.node2pending[b] == [5, 12, 13, 14] and sched.node2pending[c] == [8, 15, 16, 17]
+    assert sched.node2pending[a] == [9, 10, 11] and not a.shutting_down
+
+
+class _TimedSuite:
+    """A suite whose generation is timed from its own start, as the retool loop times it."""
+
+    name = "timed"
+
+    def samples(self, settings: Settings) -> int:
+        return 1
+
+    def sampling(self, settings: Settings) -> dict:
+        return {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64}
+
+    async def rollout(self, ctx):
+        from pytest_agenteval.api.records import Rollout
+
+        started = time.monotonic()
+        messages = [{"role": "user", "content": "hi"}]
+        await ctx.sampler.counter.count_prompt(messages, None)  # the server's /tokenize, first
+        completion = await ctx.sampler.complete(messages, ctx.params())
+        return Rollout(text=completion.text, stop_reason="answer", latency_s=time.monotonic() - started)
+
+
+def test_the_wait_for_a_later_waves_server_is_not_the_generations_latency(resolved, tmp_path: Path) -> None:
+    """A later wave's first generation waited 0.5 s for its server: its latency (and so its
+    device time, latency x devices) is the request's, not the wait (it was 7.25 s for a
+    0.01 s turn with a server that took 6 s to start)."""
+    from pytest_agenteval.api.records import Problem
+    from pytest_agenteval.run.runtime import Runtime
+
+    settings = Settings(serve=True)
+    with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
+        servers = _servers(resolved, tmp_path / "serve")
+        later = placeholder_choice(servers.placeholder("step-200"))
+        _launched(servers, server.url)
+        runtime = Runtime(settings, later, 2, models={"step-200": later})
+        problem = Problem("timed", 1, 0, "hi", None, model="step-200")
+        served = servers.served("step-200")
+        up = threading.Timer(0.5, lambda: write_served(servers.folder, "step-200", served))
+        up.start()
+
+        async def generate():
+            try:  # two samples at once: the second waits behind the first's token count
+                return await asyncio.gather(*(runtime._rollout(_TimedSuite(), problem, i) for i in (0, 1)))
+            finally:
+                await runtime.sampler_for("step-200").aclose()
+
+        started = time.monotonic()
+        rollouts = asyncio.run(generate())
+        took = time.monotonic() - started
+        up.join()
+    assert [r.text for r in rollouts] == [DEFAULT_ANSWER] * 2 and took >= 0.5
+    assert all(r.latency_s < 0.3 for r in rollouts), [r.latency_s for r in rollouts]
+    assert all("server_wait_s" not in r.extra for r in rollouts)
+
+
+@pytest.mark.parametrize(
+    ("failed", "up", "expected"),
+    [
+        ([0], [1], ["agenteval: sweep wave 2/2 running: other (1 server at a time)"]),
+        (
+            [0, 1],
+            [],
+            ["agenteval: no server of the sweep is running: every one failed to start (see above)"],
+        ),
+    ],
+    ids=["the first failed, the next took its slot", "every one failed"],
+)
+def test_the_terminal_says_what_runs_when_servers_failed_at_start_up(
+    resolved, tmp_path: Path, failed: list[int], up: list[int], expected: list[str]
+) -> None:
+    """With AGENTEVAL_STANDIN_FATAL=oom-hang both servers said "did not start", then the
+    terminal said "sweep wave 1/2 running: base" (announced from the plan, not the state)."""
+    other = dataclasses.replace(resolved, path=tmp_path / "other.gguf", fingerprint="e" * 64)
+    said: list[str] = []
+    models = {"base": resolved, "other": other}
+    servers = SweepServers(Settings(serve=True, serve_max_servers=1), models, tmp_path, tmp_path, said.append)
+    for server in failed:
+        servers.errors[server] = "the server of it did not start: CUDA out of memory"
+    for server in up:
+        servers.launches[server] = None  # type: ignore[assignment]
+    servers.announce()
+    assert said == expected

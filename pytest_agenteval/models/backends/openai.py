@@ -22,6 +22,7 @@ from pytest_agenteval.api.sampler import (
     SamplingParams,
     approx_token_count,
     note_served,
+    note_server_wait,
     request_priority,
 )
 from pytest_agenteval.models.cost.meter import current_meter
@@ -133,7 +134,14 @@ class OpenAISampler:
             raise SamplerError(self._connect_error)
         if self._connecting is None:
             self._connecting = asyncio.Lock()
-        async with self._connecting:
+        waiting = time.monotonic()
+        try:
+            await self._connect(self._connecting)
+        finally:  # the wait for the server is not the generation's latency
+            note_server_wait(time.monotonic() - waiting)
+
+    async def _connect(self, lock: asyncio.Lock) -> None:
+        async with lock:
             if self._awaiting is None:
                 return
             if self._connect_error is not None:

@@ -94,6 +94,14 @@ def adapter_served_name(adapter: ResolvedModel) -> str:
     return f"{adapter.path.name}-{(weights[0] if weights else adapter.fingerprint)[:8]}"
 
 
+def adapter_request_name(backend: str, base_name: str, adapter_name: str) -> str:
+    """The model name a request for a LoRA served beside its base carries. SGLang 0.5.23
+    picks a LoRA only from `model="base:adapter"` (python/sglang/srt/entrypoints/openai/
+    serving_base.py `_parse_model_parameter`) and answers any other name with the base;
+    vLLM takes the adapter's own name."""
+    return f"{base_name}:{adapter_name}" if backend == "sglang" else adapter_name
+
+
 def parse_gpus(text: str) -> list[str]:
     """`0-7`, `0,1,4` or `0-3,6`: device ids in order, each once."""
     devices: list[str] = []

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_agenteval.models.serve.commands import (
     ServerSpec,
+    adapter_request_name,
     llama_cpp_command,
     replica_devices,
     sglang_command,
@@ -97,7 +98,9 @@ class Launch:
         """The model name requests carry: the adapter's for an adapter run (the base is
         served beside it, and asking for the base would evaluate the base)."""
         adapters = list(self.servers[0].spec.adapters)
-        return adapters[0] if self.resolved.kind == "adapter" and adapters else self.served_name
+        if self.resolved.kind == "adapter" and adapters:
+            return adapter_request_name(self.servers[0].spec.backend, self.served_name, adapters[0])
+        return self.served_name
 
     @property
     def key(self) -> str | None:
@@ -250,26 +253,49 @@ def start(
 
 
 def _probe_adapters(run: Launch, settings: Any, say: Callable[[str], None]) -> None:
+    backend = run.servers[0].spec.backend
     for name in run.servers[0].spec.adapters:
         try:
-            result = probe_adapter(run.endpoints[0], run.key, run.served_name, name)
-        except (OSError, KeyError, ValueError, TypeError) as exc:  # Unreachable is an OSError
-            run.stop()
-            raise LaunchError(
-                f"the adapter-is-live probe of {name} failed ({type(exc).__name__}: {exc}); "
-                f"see the server log {run.servers[0].log_path}"
-            ) from None
-        run.probe = result
-        if not result["live"]:
-            line = (
-                f"adapter {name} gives the same greedy logprobs as its base {run.served_name}: "
-                "it is not applied or is a no-op (step 0?); the numbers will be the base model's"
+            asked = adapter_request_name(backend, run.served_name, name)
+            result, warning = probe_served_adapter(
+                run.endpoints[0],
+                run.key,
+                run.served_name,
+                asked,
+                log=run.servers[0].log_path,
+                strict=settings.strict,
             )
-            if settings.strict:
-                run.stop()
-                raise LaunchError(f"{line} (--strict-adapter)")
-            run.warnings.append(line)
-            say(f"agenteval: WARNING: {line}")
+        except LaunchError:
+            run.stop()
+            raise
+        run.probe = result
+        if warning:
+            run.warnings.append(warning)
+            say(f"agenteval: WARNING: {warning}")
+
+
+def probe_served_adapter(
+    url: str, key: str | None, base: str, adapter: str, *, log: Path, strict: bool
+) -> tuple[dict[str, Any], str | None]:
+    """The adapter-is-live probe of `adapter` (its request name) beside `base` on a running
+    server: (the recorded probe, the warning when its logprobs are the base's). LaunchError
+    when the probe fails, or with `strict` (--strict-adapter) when it is not live."""
+    try:
+        result = probe_adapter(url, key, base, adapter)
+    except (OSError, KeyError, ValueError, TypeError) as exc:  # Unreachable is an OSError
+        raise LaunchError(
+            f"the adapter-is-live probe of {adapter} failed ({type(exc).__name__}: {exc}); "
+            f"see the server log {log}"
+        ) from None
+    if result["live"]:
+        return result, None
+    line = (
+        f"adapter {adapter} gives the same greedy logprobs as its base {base}: "
+        "it is not applied or is a no-op (step 0?); the numbers will be the base model's"
+    )
+    if strict:
+        raise LaunchError(f"{line} (--strict-adapter)")
+    return result, line
 
 
 def _version(backend: str) -> str | None:

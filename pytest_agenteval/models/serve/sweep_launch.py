@@ -15,6 +15,7 @@ from typing import Any
 from pytest_agenteval.models.serve.commands import (
     SAMPLING_DEFAULTS,
     ServerSpec,
+    adapter_request_name,
     adapter_served_name,
     llama_cpp_command,
     llama_cpp_config_command,
@@ -25,7 +26,7 @@ from pytest_agenteval.models.serve.handoff import served_file, write_served
 from pytest_agenteval.models.serve.launcher import LaunchError, free_port, launch, new_key
 from pytest_agenteval.models.serve.record import ServedModel
 from pytest_agenteval.models.serve.resolve import ResolvedModel
-from pytest_agenteval.models.serve.session import Launch, _version, pick_backend
+from pytest_agenteval.models.serve.session import Launch, _version, pick_backend, probe_served_adapter
 from pytest_agenteval.models.serve.sweep_plan import PlannedModel, SweepSchedule, plan_servers
 
 ADAPTER_KINDS = ("adapter", "gguf-adapter")  # a PEFT folder on a checkpoint; a gguf LoRA on a gguf
@@ -67,6 +68,8 @@ class SweepServers:
         self.errors: dict[int, str] = {}
         self.started_at: dict[int, float] = {}  # wall-clock seconds (time.time), for the record
         self.stopped_at: dict[int, float] = {}
+        self.probes: dict[str, dict[str, Any]] = {}  # label -> its adapter-is-live probe
+        self.warnings: dict[str, list[str]] = {}  # label -> what its probe warned
 
     @property
     def launchable(self) -> bool:
@@ -85,7 +88,9 @@ class SweepServers:
         """The model name a request for `label` carries on its server."""
         model, backend = self.models[label], self.backends[self.server_of(label)]
         if model.kind == "adapter" and backend in ("vllm", "sglang"):
-            return adapter_served_name(model)
+            return adapter_request_name(
+                backend, self._base(self.server_of(label)).served_name, adapter_served_name(model)
+            )
         return model.served_name
 
     # -- what workers get -----------------------------------------------------------------
@@ -115,8 +120,8 @@ class SweepServers:
             replicas=up.replicas,
             logs=up.logs,
             server_notes=up.server_notes,
-            adapter_probe=up.adapter_probe,
-            warnings=up.warnings,
+            adapter_probe=self.probes.get(label, up.adapter_probe),
+            warnings=(*up.warnings, *self.warnings.get(label, ())),
         )
 
     def placeholder(self, label: str) -> dict[str, Any]:
@@ -140,22 +145,33 @@ class SweepServers:
         """The wave (0-based) `server` starts in: the plan's grouping by the slots."""
         return next(i for i, wave in enumerate(self.plan.waves()) if server in wave)
 
-    def _wave_labels(self, wave: int) -> str:
-        return ", ".join(label for s in self.plan.waves()[wave] for label in self.plan.servers[s].labels)
-
     def announce(self) -> None:
-        """Which wave runs, and what each later model waits for (said once, at start-up)."""
+        """Which wave runs, and what each later model waits for (said once, at start-up,
+        after the first servers started: what is true then, a failed one's slot given on)."""
         waves = self.plan.waves()
         if len(waves) < 2:
             return
         cap = f"{self.plan.at_once} server{'s' if self.plan.at_once > 1 else ''} at a time"
-        self.say(f"agenteval: sweep wave 1/{len(waves)} running: {self._wave_labels(0)} ({cap})")
+        for wave, servers in enumerate(waves):
+            up = [label for s in servers if s in self.launches for label in self.plan.servers[s].labels]
+            if up:
+                self.say(f"agenteval: sweep wave {wave + 1}/{len(waves)} running: {', '.join(up)} ({cap})")
+        if not self.launches:
+            self.say("agenteval: no server of the sweep is running: every one failed to start (see above)")
         for wave in range(1, len(waves)):
+            ahead = [
+                label
+                for s in waves[wave - 1]
+                if s not in self.errors
+                for label in self.plan.servers[s].labels
+            ]
             for server in waves[wave]:
+                if server in self.launches or server in self.errors:
+                    continue
                 for label in self.plan.servers[server].labels:
                     self.say(
                         f"agenteval: {label} waits for wave {wave}/{len(waves)} "
-                        f"({self._wave_labels(wave - 1)}) to finish: its server starts in wave "
+                        f"({', '.join(ahead)}) to finish: its server starts in wave "
                         f"{wave + 1}/{len(waves)}, when a slot is free"
                     )
 
@@ -191,17 +207,48 @@ class SweepServers:
                 version=_version(backend),
             )  # fmt: skip
         except LaunchError as exc:
-            self.errors[server] = f"the server of {', '.join(labels)} did not start: {exc}"
-            self.say(f"agenteval: {self.errors[server]}")
-            self.schedule.failed(server)
-            for label in labels:  # its items error with the reason; the other models go on
-                write_served(self.folder, label, {"error": self.errors[server]})
+            self._failed(server, str(exc))
             return
         self.started_at[server] = time.time()
         self.launches[server] = Launch(self._base(server), [launched], labels[0])
         self.say(f"agenteval: {backend} server ready on {spec.url} in {launched.ready_s:.1f} s (log {log})")
+        if not self._probe(server):
+            return
         for label in labels:
             write_served(self.folder, label, self.served(label))
+
+    def _probe(self, server: int) -> bool:
+        """The adapter-is-live probe of each LoRA beside its base (as --serve runs it for one
+        model): two greedy completions of a few tokens each. False when it failed (or, with
+        --strict-adapter, found a LoRA answered by its base): the server is stopped and its
+        models' items error with the reason."""
+        run, backend = self.launches[server], self.backends[server]
+        if backend not in ("vllm", "sglang"):
+            return True
+        for label in self.plan.servers[server].adapters:
+            try:
+                result, warning = probe_served_adapter(
+                    run.endpoints[0], run.key, run.served_name, self.request_name(label),
+                    log=run.servers[0].log_path, strict=self.settings.strict,
+                )  # fmt: skip
+            except LaunchError as exc:
+                run.stop()
+                del self.launches[server]
+                self._failed(server, str(exc))
+                return False
+            self.probes[label] = result
+            if warning:
+                self.warnings.setdefault(label, []).append(warning)
+                self.say(f"agenteval: WARNING: {label}: {warning}")
+        return True
+
+    def _failed(self, server: int, reason: str) -> None:
+        labels = self.plan.servers[server].labels
+        self.errors[server] = f"the server of {', '.join(labels)} did not start: {reason}"
+        self.say(f"agenteval: {self.errors[server]}")
+        self.schedule.failed(server)
+        for label in labels:  # its items error with the reason; the other models go on
+            write_served(self.folder, label, {"error": self.errors[server]})
 
     def _spec(self, server: int, backend: str, devices: str | None) -> tuple[ServerSpec, Any]:
         settings, labels = self.settings, self.plan.servers[server].labels

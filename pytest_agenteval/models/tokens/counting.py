@@ -68,12 +68,14 @@ class EndpointCounter:
             return status, None
 
     async def probe(self) -> str:
+        if self.mode:
+            return self.mode
+        connect = getattr(self.sampler, "connect", None)
+        if connect is not None:  # a sweep's later-wave server: once it is up. Waited for here,
+            await connect()  # not under the lock: each rollout's wait is noted as not its latency
         async with self._lock:
             if self.mode:
                 return self.mode
-            connect = getattr(self.sampler, "connect", None)
-            if connect is not None:  # a sweep's later-wave server: once it is up
-                await connect()
             root = _root(self.sampler.endpoints[0])
             hello = [{"role": "user", "content": "hi"}]
             # a route counts only if it gives tokens for "hi": llama.cpp's llama-server answers

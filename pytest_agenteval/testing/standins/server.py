@@ -19,7 +19,7 @@ from aiohttp import web
 from pytest_agenteval.testing._app import ServerCore, _Attempt, openai_error
 from pytest_agenteval.testing._config import ServerConfig
 from pytest_agenteval.testing._server import OpenAITestServer
-from pytest_agenteval.testing._tokenize import char_tokens, decode_chars
+from pytest_agenteval.testing._tokenize import char_tokens, decode_chars, render_chatml
 
 LOG_ENV = "AGENTEVAL_STANDIN_LOG"
 
@@ -52,6 +52,7 @@ class StandinCore(ServerCore):
         super().__init__(config)
         self.served = served
         self.log_file = os.environ.get(LOG_ENV) or None
+        self.max_model_len = served.max_model_len  # /tokenize's, as /v1/models reports it
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/health", self._health)
@@ -133,6 +134,13 @@ class StandinCore(ServerCore):
     def _payload(self, body: dict[str, Any], rec: _Attempt) -> dict[str, Any]:
         effective = {**{k: v for k, v in self.served.defaults.items() if body.get(k) is None}, **body}
         payload = super()._payload(effective, rec)
+        if "prompt_ids" not in body:  # the prompt's tokens as /tokenize counts them
+            prompt = body.get("prompt")
+            text = render_chatml(body) if "messages" in body else prompt if isinstance(prompt, str) else None
+            usage = payload.get("usage")
+            if text is not None and isinstance(usage, dict):
+                usage["prompt_tokens"] = len(char_tokens(text))
+                usage["total_tokens"] = usage["prompt_tokens"] + usage.get("completion_tokens", 0)
         weights = self.weights_of(body) or self.served.weights
         wants = body.get("logprobs")
         if wants is None or wants is False:
