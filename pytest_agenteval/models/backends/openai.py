@@ -1,3 +1,4 @@
+# One concept, over 500 lines: one OpenAI-compatible endpoint (requests, streams, the n fallback, retries, a later server connected)
 """Any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI)."""
 
 from __future__ import annotations
@@ -97,9 +98,7 @@ class OpenAISampler:
         # servers this run launched (url -> log): a refused connection there means it died
         self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
         self._dead: set[str] = set()
-        # the fingerprint names the weights (a /v1/models `root`, a launched server's files):
-        # the generation cache's key then leaves the URL out (models/cache.py)
-        self.weights_named = weights_named
+        self.weights_named = weights_named  # the fingerprint names the weights: no URL in the cache key
         self.identity = ModelIdentity(
             backend="openai",
             name=model_name,
