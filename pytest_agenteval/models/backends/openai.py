@@ -1,4 +1,4 @@
-# One concept, over 500 lines: one OpenAI-compatible endpoint (requests, streams, the n fallback, retries, a later server connected)
+# One concept, over 500 lines: one OpenAI-compatible endpoint (requests, streams, n, retries)
 """Any OpenAI-compatible chat endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI)."""
 
 from __future__ import annotations
