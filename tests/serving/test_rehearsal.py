@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import gpu_sweep_check
 from pytest_agenteval.models.serve.probe import PROBE_PROMPT
 from pytest_agenteval.testing.standins import install
 from tests.conftest import read_results
@@ -44,18 +45,9 @@ SWEEP = (
     "-n",
     "2",
 )
-ANSWERS = """
-from pytest_agenteval.testing import Reply, ScriptedToolModel
-
-CALL = {"name": "code_interpreter", "arguments": {"code": "print(30 + 40)"}}
-SCRIPT = ScriptedToolModel(
-    [
-        Reply(text="Let me compute.", tool_calls=[CALL]),
-        lambda observation, body: "The tool printed " + (observation or "").strip() + ", so \\\\boxed{70}.",
-    ],
-    protocol="text",
-)
-"""
+# what the stand-ins answer (a tool call, then the answer from the tool's output): the GPU
+# check's, so the rehearsal and a GPU run send the same conversations
+ANSWERS = gpu_sweep_check.ANSWERS
 # a worker dies (os._exit) once, after the generations of one first-wave item, before its call
 CRASH = """
 import os
