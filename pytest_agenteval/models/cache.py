@@ -271,14 +271,15 @@ def reasoning_key(inner: Any) -> dict[str, Any]:
 
 
 def _where(inner: Any, revision: str) -> str:
-    """The endpoint URL, in the key only where nothing names the weights (the start-up
-    warning's case: no /v1/models field beyond the name, no --model-revision): two servers
-    of the same weights (other ports, 127.0.0.1 or localhost) share the cache, two that
-    say nothing do not. A launched server's port changes every run: "launched"."""
+    """The endpoint URL, in the key unless --model-revision names the weights: then two
+    servers of those weights (other ports, 127.0.0.1 or localhost) share the cache. What a
+    server reports (`root` in /v1/models) is the path or hub id it was started with, not the
+    weights in it: /ckpt/latest holds step-100 today and step-200 tomorrow, so it alone never
+    lets two addresses share entries. A launched server's port changes every run: "launched"."""
     identity = inner.identity
     if identity.backend != "openai" or identity.location == "launched":
         return identity.location if identity.backend == "openai" else ""
-    return "" if revision or getattr(inner, "weights_named", False) else identity.location
+    return "" if revision else identity.location
 
 
 class CachingSampler:

@@ -14,7 +14,7 @@ from pytest_agenteval.models.backends.replay import ReplaySource
 from pytest_agenteval.models.choice import SDK_SCHEMES, ModelChoice
 from pytest_agenteval.models.http.aimd import auto_start
 from pytest_agenteval.models.http.retry import RetryPolicy
-from pytest_agenteval.models.identity import identifies_weights, reported_fingerprint
+from pytest_agenteval.models.identity import reported_fingerprint
 from pytest_agenteval.models.reasoning import ThinkSplit
 
 
@@ -87,7 +87,6 @@ def make_sampler(choice: ModelChoice, settings: Any, concurrency: int, home: Pat
         api_key=choice.api_key,
         launched=launched,
         fingerprint=fingerprint,
-        weights_named=choice.served is not None or identifies_weights(choice.reported),
         request_timeout_s=settings.request_timeout,
         retry=RetryPolicy(max_attempts=settings.max_attempts, max_total_s=settings.retry_max_seconds),
         extra_body=extra,

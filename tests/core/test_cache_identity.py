@@ -202,12 +202,13 @@ def test_the_server_process_takes_the_model_card_and_fingerprint_flags() -> None
     )
 
 
-def test_the_url_is_in_the_key_only_where_nothing_names_the_weights(
+def test_the_url_leaves_the_key_only_where_model_revision_names_the_weights(
     run_suite, pytester: pytest.Pytester
 ) -> None:
-    """Two servers with the same weights (the test server names what it replies: `root`) on
-    two ports, or one spelled 127.0.0.1 and localhost, share the cache; two that say nothing
-    about their weights do not (their URLs are the key's only difference)."""
+    """Two servers with the same reply and the same reported `root` on two ports share the
+    cache only with --model-revision: a `root` is the path a server was started with, and
+    /ckpt/latest serves other weights from day to day (a reviewer's case: step-200 got
+    step-100's generations). 127.0.0.1 and localhost likewise."""
     cache = f"--agenteval-cache-dir={pytester.path / 'cache'}"
     args = ("--val-n=2", "--limit=2", cache)  # the workers' key is the controller's (workerinput)
     with (
@@ -215,13 +216,11 @@ def test_the_url_is_in_the_key_only_where_nothing_names_the_weights(
         OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as two,
     ):
         run_suite(f"--endpoint={one.url}", *args, out="one.jsonl")
-        assert len(one.requests) == 4
         run_suite(f"--endpoint={two.url}", *args, out="two.jsonl")
+        assert (len(one.requests), len(two.requests)) == (4, 4)  # the same root, other addresses
+        named = (*args, "--model-revision=step-100")
+        run_suite(f"--endpoint={one.url}", *named, out="one-named.jsonl")
+        run_suite(f"--endpoint={two.url}", *named, out="two-named.jsonl")
         localhost = one.url.replace("127.0.0.1", "localhost")
-        run_suite(f"--endpoint={localhost}", *args, out="localhost.jsonl")
-        assert (len(one.requests), len(two.requests)) == (4, 0)
-    silent = ServerConfig(answer="\\boxed{70} {seed}", model_card={})  # only id and owned_by
-    with OpenAITestServer(silent) as three, OpenAITestServer(silent) as four:
-        run_suite(f"--endpoint={three.url}", *args, out="three.jsonl")
-        run_suite(f"--endpoint={four.url}", *args, out="four.jsonl")
-        assert (len(three.requests), len(four.requests)) == (4, 4)
+        run_suite(f"--endpoint={localhost}", *named, out="localhost.jsonl")
+        assert (len(one.requests), len(two.requests)) == (8, 4)

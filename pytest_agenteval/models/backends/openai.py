@@ -74,7 +74,6 @@ class OpenAISampler:
         api_key: str | None = None,
         launched: Mapping[str, str] | None = None,
         fingerprint: str = "",
-        weights_named: bool = False,
         stream: bool = True,
         idle_timeout_s: float = 60.0,
         adaptive_start: int | None = None,
@@ -98,7 +97,6 @@ class OpenAISampler:
         # servers this run launched (url -> log): a refused connection there means it died
         self.launched = {url.rstrip("/"): log for url, log in (launched or {}).items()}
         self._dead: set[str] = set()
-        self.weights_named = weights_named  # the fingerprint names the weights: no URL in the cache key
         self.identity = ModelIdentity(
             backend="openai",
             name=model_name,

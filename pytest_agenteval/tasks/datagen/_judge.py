@@ -302,10 +302,10 @@ def openai_judge(
     while hasattr(own, "inner"):  # under the cache (and the budget): the sampler itself
         own = own.inner
     if isinstance(own, OpenAISampler):
-        slots, fingerprint, named = own.shared_slots(), own.identity.fingerprint, own.weights_named
+        slots, fingerprint = own.shared_slots(), own.identity.fingerprint
         revision = settings.model_revision or ""
     else:
-        slots, fingerprint, revision, named = EndpointSlots(spec.endpoints, concurrency), "", "", False
+        slots, fingerprint, revision = EndpointSlots(spec.endpoints, concurrency), "", ""
 
     def make(mode: str, kind: str, probe: bool) -> Any:
         fmt = response_format(mode, kind)
@@ -323,7 +323,6 @@ def openai_judge(
             extra_body=extra,
             slots=slots,
             fingerprint=fingerprint,
-            weights_named=named,
         )
         if budget is not None:  # under the cache, as the run's own sampler
             sampler = budget.wrap(sampler, spec.model or "default")
