@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures as cf
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -210,11 +211,18 @@ class Runtime:
             self.sample_count(suite, problem),
         )
         served_by.set({})  # this rollout's task only: what served it (models note it)
+        began = time.monotonic()
         rollout = await suite.rollout(ctx)
+        wall = time.monotonic() - began
         served = served_by.get()
         waited = served.pop(SERVER_WAIT, 0.0) if served else 0.0
         if waited:  # its model's server started meanwhile (a sweep's later wave): not latency
-            rollout = dataclasses.replace(rollout, latency_s=max(0.0, rollout.latency_s - waited))
+            # Take out only the part of the wait inside the rollout's latency: a rollout timed
+            # from its own start (retool) holds the wait; one timed by its completions (a
+            # single turn, BFCL) does not, as the sampler times a request after the wait. Both
+            # lie within the rollout's wall time, so they overlap by latency + wait - wall.
+            inside = min(waited, max(0.0, rollout.latency_s + waited - wall))
+            rollout = dataclasses.replace(rollout, latency_s=max(0.0, rollout.latency_s - inside))
         if served:  # the reply's own model and system_fingerprint, with the generation
             rollout = dataclasses.replace(rollout, extra={**rollout.extra, **served})
         return rollout
