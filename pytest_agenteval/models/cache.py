@@ -148,6 +148,7 @@ class GenerationCache:
             try:
                 if self._fd is None:
                     self._fd = os.open(self._segment, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                    hold_segment(self._fd)
                     self._offsets[self._segment] = 0
                 offset = self._offsets[self._segment]
                 written = os.write(self._fd, line)  # one write of a whole line: no interleaving
@@ -208,6 +209,39 @@ class GenerationCache:
 
     def put_tool(self, key: str, result: Any) -> None:
         self.put(key, dataclasses.asdict(result))
+
+
+def hold_segment(fd: int) -> None:
+    """A shared lock on a segment while its process writes it, released when the fd closes:
+    `pytest-agenteval cache clear` leaves a segment it cannot lock (models/cache_folder.py).
+    Where flock is missing or refused (Windows, some network file systems): no lock."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        pass
+
+
+def segment_in_use(path: Path) -> bool:
+    """Whether a running process holds `path` (hold_segment)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def _entry(line: bytes, offset: int) -> tuple[str, int, int] | None:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_agenteval.models.cache import KEY_LENGTH
+from pytest_agenteval.models.cache import KEY_LENGTH, segment_in_use
 
 CACHE_ENV = "AGENTEVAL_CACHE_DIR"
 APP_NAME = "pytest-agenteval"
@@ -100,6 +100,15 @@ def _own(path: Path) -> bool:
     return bool(_SEGMENT.fullmatch(path.name) or _OWN.fullmatch(path.name))
 
 
+def _in_use(path: Path) -> bool:
+    """What `clear` leaves: the batch ledger (batches submitted and paid for, not yet collected:
+    removing it pays for them again), files being written (`*.tmp`), and a segment a running
+    process still writes (it holds a lock on it: models/cache.py hold_segment)."""
+    if path.name.startswith("batches.") or path.name.endswith(".tmp"):
+        return True
+    return bool(_SEGMENT.fullmatch(path.name)) and segment_in_use(path)
+
+
 def usage(directory: Path) -> CacheUsage:
     segments = _segments(directory)
     keys: set[bytes] = set()
@@ -170,6 +179,8 @@ def clear(directory: Path) -> tuple[int, int]:
         )
     freed = 0
     for path in own:
+        if _in_use(path):
+            continue
         with contextlib.suppress(OSError):
             if path.is_dir() and not path.is_symlink():
                 freed += sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())

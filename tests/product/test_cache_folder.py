@@ -167,9 +167,24 @@ def test_clear_removes_only_the_caches_own_files_and_refuses_another_folder(
     (project / "data.jsonl").write_text('{"id": 0}\n')
     (project / "src").mkdir()
     (project / "src" / "main.py").write_text("print()")
+    # left: the segment of a run still writing (it holds its lock), the ledger of paid,
+    # uncollected batches, a file being written
+    writing = GenerationCache(project)
+    writing.put(f"{2:064x}", {"i": 2})
+    running = writing._segment
+    kept = [running, project / "batches.json", project / "model-hashes.tmp"]
+    for path in kept[1:]:
+        path.write_text("{}\n")
     assert cli(["cache", "clear", f"--agenteval-cache-dir={project}"]) == 0
     assert "kept 3 entries the cache never writes" in capsys.readouterr().out
-    assert sorted(p.name for p in project.iterdir()) == ["data.jsonl", "notes.txt", "src"]
+    names = ["data.jsonl", "notes.txt", "src"]
+    assert sorted(p.name for p in project.iterdir()) == sorted([*names, *(p.name for p in kept)])
+    writing.close()  # the run ended: its segment goes
+    for path in kept[1:]:
+        path.unlink()
+    assert cli(["cache", "clear", f"--agenteval-cache-dir={project}"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in project.iterdir()) == names
     assert cli(["cache", "clear", f"--agenteval-cache-dir={project}"]) == 2  # nothing of a cache left
     assert capsys.readouterr().err.strip().splitlines() == [
         f"pytest-agenteval cache clear: {project} does not look like a generation cache folder (it holds "
