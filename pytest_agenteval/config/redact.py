@@ -9,7 +9,7 @@ import re
 
 # `scheme://user:password@` (or `//user@`): the user information of a URL anywhere in a text,
 # malformed URLs (`http://u:p@[::1`) included
-_USERINFO = re.compile(r"(?<=//)[^/?#@\s]*@")
+_USERINFO = re.compile(r"(?<=//)[^/?#\s]*@")  # to the last @: a password may hold one
 
 
 def without_credentials(text: str) -> str:
