@@ -64,7 +64,7 @@ def _load(path: Path) -> dict[str, dict[int, Mapping[str, Any]]]:
             for generation in row.get("generations", ()):
                 samples[str(row["problem_id"])][int(generation["sample_index"])] = generation
             continue
-        if "type" in row:  # a results file's other lines (summary, a tracker's marker): not generations
+        if row.get("type") in ("summary", "tracker"):  # a results file's other lines: not generations
             continue
         missing = {"problem_id", "sample_index", "text"} - row.keys()
         if missing:
