@@ -154,6 +154,15 @@ def test_the_same_numbers_under_another_configuration_are_another_fingerprint(ch
         {"config": {**AIME["config"], "out": "elsewhere.jsonl"}},
         {"finished_at": "2026-12-07T00:00:00Z"},
         {"dataset_path": "/elsewhere/problems.jsonl"},  # the same data (its sha256), moved
+        # the option too (a reviewer's find: config/dataset_path stayed in), and the endpoints
+        {"dataset_path": "/b/x.jsonl", "config": {**AIME["config"], "dataset_path": "/b/x.jsonl"}},
+        {
+            "model": {
+                **AIME["model"],
+                "endpoints": ["http://127.0.0.1:9999/v1"],
+                "location": "http://127.0.0.1:9999/v1",
+            }
+        },
     ],
 )
 def test_run_local_options_are_not_in_the_fingerprint(changed: dict) -> None:

@@ -167,8 +167,10 @@ def _reproducible(summary: Mapping[str, Any]) -> dict[str, str]:
     local = {option.dest for option in OPTIONS if option.local}
     config = {k: v for k, v in (summary.get("config") or {}).items() if k not in local}
     params = {**run_params({**summary, "config": config}), **model_params(summary)}
-    params.pop(f"{summary['suite']}/dataset_path", None)  # where the data is: its sha256 is what it is
-    return params
+    # where the data, the weights and the servers are: their sha256s and the model's fingerprint
+    # say what they are, and a rerun from a moved folder or another port is the same evaluation
+    where = {f"{summary['suite']}/dataset_path", "model/location", "model/path"}
+    return {k: v for k, v in params.items() if k not in where and not k.endswith("_path")}
 
 
 def fingerprint(uri: str, label: str, step: int | None, summaries: Sequence[Mapping[str, Any]]) -> str:
