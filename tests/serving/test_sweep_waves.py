@@ -10,6 +10,7 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,18 +179,16 @@ def test_a_later_waves_items_wait_while_a_running_waves_are_left(pytester: pytes
     wave 1's items, and steal them from each other; wave 2's go out only when wave 1 has
     nothing left to give or to steal (stock work stealing handed b all of wave 2 at once,
     and b blocked while a worked)."""
-    from pytest_agenteval.plugin.sweep_waves import WaveStealing
-    from tests.core.test_stealing_scheduler import FakeNode, collect
 
     up = {"base"}
     collection = [f"t.py::test[{label}:{i}]" for label in ("base", "other") for i in range(6)]
-    config = pytester.parseconfig("--tx", "2*popen")
-    sched = WaveStealing(config, None, lambda nodeid: nodeid.split("[")[1].split(":")[0] not in up)
-    a, b = FakeNode("a"), FakeNode("b")
-    for node in (a, b):
-        sched.add_node(node)  # type: ignore[arg-type]
-    for node in (a, b):
-        collect(sched, node, collection)
+    (
+        sched,
+        (
+            a,
+            b,
+        ),
+    ) = _waves(pytester, collection, lambda nodeid: nodeid.split("[")[1].split(":")[0] not in up, "a", "b")
     assert (a.sent, b.sent) == ([0, 1, 2], [3, 4, 5])  # wave 1 only
     assert sched.held == list(range(6, 12)) and not sched.tests_finished
     for index in (3, 4):  # b runs low: it steals a wave 1 item from a
@@ -210,17 +209,15 @@ def test_a_worker_on_its_last_item_of_a_wave_gets_the_held_ones_not_a_shutdown(
     """Wave 1 has one item a worker, wave 2 four: each worker gets its wave 1 item and then
     wave 2's (it runs its last item only once it has a next one or is shut down; a shut
     down worker would leave wave 2 with no worker at all)."""
-    from pytest_agenteval.plugin.sweep_waves import WaveStealing
-    from tests.core.test_stealing_scheduler import FakeNode, collect
 
     collection = [f"t.py::test[{label}:{i}]" for label, n in (("other", 2), ("base", 4)) for i in range(n)]
-    config = pytester.parseconfig("--tx", "2*popen")
-    sched = WaveStealing(config, None, lambda nodeid: "[base:" in nodeid)
-    a, b = FakeNode("a"), FakeNode("b")
-    for node in (a, b):
-        sched.add_node(node)  # type: ignore[arg-type]
-    for node in (a, b):
-        collect(sched, node, collection)
+    (
+        sched,
+        (
+            a,
+            b,
+        ),
+    ) = _waves(pytester, collection, lambda nodeid: "[base:" in nodeid, "a", "b")
     assert (a.sent, b.sent) == ([0, 2, 3], [1, 4, 5])
     assert not a.shutting_down and not b.shutting_down and sched.held == []
 
@@ -237,17 +234,16 @@ def test_a_later_wave_whose_run_ended_errors_instead_of_waiting_forever(tmp_path
 def test_a_worker_waiting_on_a_later_wave_is_sent_no_running_waves_item(pytester: pytest.Pytester) -> None:
     """A crashed worker's wave 1 items go back to pending while b waits on wave 2: they go to
     the replacement, never behind b's waiting item (b would hold them until wave 1 ends)."""
-    from pytest_agenteval.plugin.sweep_waves import WaveStealing
     from tests.core.test_stealing_scheduler import FakeNode, collect
 
     collection = [f"t.py::test[{label}:{i}]" for label, n in (("base", 4), ("other", 2)) for i in range(n)]
-    config = pytester.parseconfig("--tx", "2*popen")
-    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
-    a, b = FakeNode("a"), FakeNode("b")
-    for node in (a, b):
-        sched.add_node(node)  # type: ignore[arg-type]
-    for node in (a, b):
-        collect(sched, node, collection)
+    (
+        sched,
+        (
+            a,
+            b,
+        ),
+    ) = _waves(pytester, collection, lambda nodeid: "[other:" in nodeid, "a", "b")
     sched.node2pending[a], sched.node2pending[b] = [0, 1, 2], [4]  # b waits on wave 2's item 4
     sched.pending[:], sched.held = [3], [5]
     sched.check_schedule()
@@ -265,17 +261,16 @@ def test_a_crashed_workers_items_go_to_its_replacement_not_behind_a_waiting_work
     """As above, with one item of wave 1 back from the crash: it went to every idle worker
     with the held ones, b included (b's queue [4, 1]: 1 waited behind 4, which waits for
     wave 1 to end, a deadlock with no time limit)."""
-    from pytest_agenteval.plugin.sweep_waves import WaveStealing
     from tests.core.test_stealing_scheduler import FakeNode, collect
 
     collection = [f"t.py::test[{label}:{i}]" for label, n in (("base", 4), ("other", 2)) for i in range(n)]
-    config = pytester.parseconfig("--tx", "2*popen")
-    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
-    a, b = FakeNode("a"), FakeNode("b")
-    for node in (a, b):
-        sched.add_node(node)  # type: ignore[arg-type]
-    for node in (a, b):
-        collect(sched, node, collection)
+    (
+        sched,
+        (
+            a,
+            b,
+        ),
+    ) = _waves(pytester, collection, lambda nodeid: "[other:" in nodeid, "a", "b")
     sched.node2pending[a], sched.node2pending[b] = [0, 1], [4]  # b waits on wave 2's item 4
     sched.pending[:], sched.held = [3], [5]
     sched.check_schedule()
@@ -291,17 +286,16 @@ def test_idle_workers_take_the_held_items_while_another_waits_on_them(pytester: 
     """a waits on wave 2 (its items 9..11), b and c finish wave 1's 4 and 7: they take the
     held 12..17 rather than being shut down (a's queue counted as work left to steal, and
     xdist, which never sees a waiting worker, shut b and c down: wave 2 ran on a alone)."""
-    from pytest_agenteval.plugin.sweep_waves import WaveStealing
-    from tests.core.test_stealing_scheduler import FakeNode, collect
 
     collection = [f"t.py::test[{label}:{i}]" for label in ("base", "other") for i in range(9)]
-    config = pytester.parseconfig("--tx", "3*popen")
-    sched = WaveStealing(config, None, lambda nodeid: "[other:" in nodeid)
-    a, b, c = FakeNode("a"), FakeNode("b"), FakeNode("c")
-    for node in (a, b, c):
-        sched.add_node(node)  # type: ignore[arg-type]
-    for node in (a, b, c):
-        collect(sched, node, collection)
+    (
+        sched,
+        (
+            a,
+            b,
+            c,
+        ),
+    ) = _waves(pytester, collection, lambda nodeid: "[other:" in nodeid, "a", "b", "c")
     sched.node2pending[a], sched.node2pending[b], sched.node2pending[c] = [9, 10, 11], [4, 5], [7, 8]
     sched.pending[:], sched.held = [], list(range(12, 18))
     sched.mark_test_complete(b, 4)
@@ -410,3 +404,21 @@ def test_the_terminal_says_what_runs_when_servers_failed_at_start_up(
         servers.launches[server] = None  # type: ignore[assignment]
     servers.announce()
     assert said == expected
+
+
+def _waves(
+    pytester: pytest.Pytester, collection: list[str], later: Any, *names: str
+) -> tuple[Any, list[Any]]:
+    """A WaveStealing scheduler with one FakeNode a name, each having collected `collection`;
+    `later(nodeid)`: whether that item waits for a later wave's server."""
+    from pytest_agenteval.plugin.sweep_waves import WaveStealing
+    from tests.core.test_stealing_scheduler import FakeNode, collect
+
+    config = pytester.parseconfig("--tx", f"{len(names)}*popen")
+    sched = WaveStealing(config, None, later)
+    nodes = [FakeNode(name) for name in names]
+    for node in nodes:
+        sched.add_node(node)  # type: ignore[arg-type]
+    for node in nodes:
+        collect(sched, node, collection)
+    return sched, nodes
