@@ -4,7 +4,6 @@ reuse of a kept one, the adapter probe, and what travels to xdist workers."""
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import json
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_agenteval.config.packages import installed
 from pytest_agenteval.models.serve.commands import (
     ServerSpec,
     adapter_request_name,
@@ -37,10 +37,6 @@ KEEP_FILE = "serve-keep.json"
 BACKEND_PACKAGES = {"llama-cpp": "llama_cpp_python", "vllm": "vllm", "sglang": "sglang"}
 
 
-def _importable(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
 def cuda_present() -> bool:
     return shutil.which("nvidia-smi") is not None
 
@@ -52,7 +48,7 @@ def pick_backend(resolved: ResolvedModel, requested: str) -> str | None:
     if resolved.kind in ("gguf", "gguf-adapter"):
         if requested not in ("auto", "llama-cpp"):
             raise LaunchError(f"--serve-backend {requested} cannot serve a .gguf file; use llama-cpp or auto")
-        if not _importable("llama_cpp.server") or not _importable("uvicorn"):
+        if not installed("llama_cpp.server") or not installed("uvicorn"):
             raise LaunchError(
                 "--serve on a .gguf needs llama_cpp.server: pip install 'llama-cpp-python[server]'"
             )
@@ -62,14 +58,14 @@ def pick_backend(resolved: ResolvedModel, requested: str) -> str | None:
             "--serve-backend llama-cpp serves .gguf files only; use vllm or sglang for a checkpoint"
         )
     if requested in ("vllm", "sglang"):
-        if not _importable(requested):
+        if not installed(requested):
             raise LaunchError(
                 f"--serve-backend {requested}: {requested} is not installed (pip install {requested})"
             )
         return requested
-    if _importable("vllm") and cuda_present():
+    if installed("vllm") and cuda_present():
         return "vllm"
-    if _importable("sglang") and cuda_present():
+    if installed("sglang") and cuda_present():
         return "sglang"
     return None
 
