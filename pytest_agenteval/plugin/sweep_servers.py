@@ -83,13 +83,8 @@ def launch_sweep(
         if server in servers.launches:
             choices[label] = served_choice(servers.served(label))
         else:
-            choices[label] = placeholder_choice(servers.placeholder(label))
+            choices[label] = served_choice(servers.placeholder(label))  # its address to come
     return choices
-
-
-def placeholder_choice(data: Mapping[str, Any]) -> ModelChoice:
-    """A later wave's model: its record (ServedModel) known now, its address to come."""
-    return served_choice(data)
 
 
 def summary_choice(config: pytest.Config, label: str, choice: ModelChoice) -> ModelChoice:

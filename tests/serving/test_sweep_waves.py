@@ -27,7 +27,7 @@ from pytest_agenteval.models.serve.resolve import resolve_model_path
 from pytest_agenteval.models.serve.session import Launch
 from pytest_agenteval.models.serve.sweep_launch import SweepServers
 from pytest_agenteval.output.summary import model_hash
-from pytest_agenteval.plugin.sweep_servers import SweepServePlugin, placeholder_choice
+from pytest_agenteval.plugin.sweep_servers import SweepServePlugin
 from pytest_agenteval.testing import DEFAULT_ANSWER, OpenAITestServer, ServerConfig
 
 KEY = "sweep-key-not-for-logs"
@@ -58,7 +58,7 @@ def _launched(servers: SweepServers, url: str) -> None:
 def _both(resolved, tmp_path: Path, url: str, **options):
     """(the first wave's choice, a later wave's choice) of the same model, same settings."""
     servers = _servers(resolved, tmp_path / "serve", **options)
-    later = placeholder_choice(servers.placeholder("step-200"))
+    later = served_choice(servers.placeholder("step-200"))
     _launched(servers, url)
     return served_choice(servers.served("step-200")), later
 
@@ -96,11 +96,10 @@ def test_a_later_models_identity_holds_nothing_temporary(resolved, tmp_path: Pat
     one = _servers(resolved, tmp_path / "one")
     two = _servers(resolved, tmp_path / "two")
     hashes = {
-        model_hash(describe_model(placeholder_choice(s.placeholder("step-200")), settings))
-        for s in (one, two)
+        model_hash(describe_model(served_choice(s.placeholder("step-200")), settings)) for s in (one, two)
     }
     assert len(hashes) == 1
-    described = describe_model(placeholder_choice(one.placeholder("step-200")), settings)
+    described = describe_model(served_choice(one.placeholder("step-200")), settings)
     assert str(tmp_path) not in repr(described)
     assert described["served"]["sampling_defaults"] == {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
     with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
@@ -113,7 +112,7 @@ def test_waiting_for_earlier_waves_is_not_bounded_by_serve_timeout(resolved, tmp
     settings = Settings(serve=True, serve_timeout=0.2)
     with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
         servers = _servers(resolved, tmp_path / "serve")
-        later = placeholder_choice(servers.placeholder("step-200"))
+        later = served_choice(servers.placeholder("step-200"))
         sampler = make_sampler(later, settings, 2)
         _launched(servers, server.url)
         up = threading.Timer(
@@ -354,7 +353,7 @@ def test_the_wait_for_a_later_waves_server_is_not_the_generations_latency(
     settings = Settings(serve=True)
     with OpenAITestServer(ServerConfig(api_key=KEY, latency_ms=60)) as server:
         servers = _servers(resolved, tmp_path / "serve")
-        later = placeholder_choice(servers.placeholder("step-200"))
+        later = served_choice(servers.placeholder("step-200"))
         _launched(servers, server.url)
         runtime = Runtime(settings, later, 2, models={"step-200": later})
         problem = Problem("timed", 1, 0, "hi", None, model="step-200")
