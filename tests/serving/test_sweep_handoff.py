@@ -55,8 +55,8 @@ def test_ready_only_once_the_file_is_there(tmp_path: Path) -> None:
     assert is_ready(path)
 
 
-def test_the_waiting_sampler_sends_to_the_server_written_later(tmp_path: Path) -> None:
-    settings = Settings(serve_timeout=30.0)
+def test_a_later_wave_sampler_sends_to_the_server_written_later(tmp_path: Path) -> None:
+    settings = Settings()
     with OpenAITestServer(ServerConfig(api_key=KEY)) as server:
         sampler = make_sampler(placeholder(tmp_path), settings, 2)
         # the cache key is known before the server exists: the launched one's, port-free
@@ -84,7 +84,7 @@ def test_the_waiting_sampler_sends_to_the_server_written_later(tmp_path: Path) -
 
 def test_a_server_that_failed_turns_each_call_into_its_reason(tmp_path: Path) -> None:
     write_served(tmp_path, "step-200", {"error": "llama-cpp server exited with code 2; log /x/server.log"})
-    sampler = make_sampler(placeholder(tmp_path), Settings(serve_timeout=30.0), 2)
+    sampler = make_sampler(placeholder(tmp_path), Settings(), 2)
     with pytest.raises(SamplerError) as caught:
         asyncio.run(sampler.complete([{"role": "user", "content": "hi"}], PARAMS))
     assert str(caught.value) == "llama-cpp server exited with code 2; log /x/server.log"
