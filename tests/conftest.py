@@ -3,6 +3,7 @@ to run the plugin on a tiny suite and read its results file."""
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import gc
 import io
@@ -24,6 +25,7 @@ import numpy.random  # noqa: F401
 import pandas  # noqa: F401
 import pytest
 
+import pytest_agenteval
 import pytest_agenteval.tasks.aime25.suite  # noqa: F401
 import pytest_agenteval.tasks.bfcl.suite  # noqa: F401
 import pytest_agenteval.tasks.datagen.suite  # noqa: F401
@@ -33,6 +35,15 @@ with contextlib.suppress(ImportError):  # the embedded extra
     import llama_cpp  # noqa: F401
 
 pytest_plugins = ["pytester"]
+
+# The runs here start about a thousand Python processes that import the package (the xdist
+# workers of inner `-n 2` runs, subprocess runs, launched servers' guards). Where
+# PYTHONDONTWRITEBYTECODE is set (CI images often set it) none of them writes the bytecode
+# it compiled, so each compiled the package again: about 0.12 s of CPU a process. The
+# controller compiles it once at the start (a few seconds the first time; a check of the
+# files' times after that); the processes read it, PYTHONDONTWRITEBYTECODE or not.
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    compileall.compile_dir(Path(pytest_agenteval.__file__).parent, quiet=1)
 
 # Loaded before any test: the pytester fixture restores sys.modules when its test ends,
 # dropping what the test imported in-process, and numpy's C extensions cannot be loaded
@@ -46,20 +57,36 @@ pytest_plugins = ["pytester"]
 # A run of folders (the whole suite, `tests/core`) sends a module's tests to one worker
 # (xdist's loadscope; a run of named files keeps xdist's load): its module and session fixtures (a
 # launched server, a model loaded, the runs several tests assert on) are built once, not once
-# on each worker as `load` did when it split a module. The folders whose modules run longest
-# go first (longest jobs first: the least time with one worker idle at the end).
-HEAVY_FIRST = (
+# on each worker as `load` did when it split a module. The modules go out in FOLDER_ORDER,
+# longest-running folders first and the folders of many short modules last (longest jobs
+# first: at the end a worker waits at most for one short module of the other), not in
+# loadscope's own order (most tests first, which left one-test modules of 20-30 s to the end).
+# The order is the folders' test time in a full run (docs/performance.md); a folder not
+# listed goes after the listed ones.
+FOLDER_ORDER = (
     "transformers",
     "docs",
-    "trackers",  # the MLflow module starts a real `mlflow server` (about a minute)
-    "serving",
     "trio",
+    "serving",
     "suites",
+    "trackers",  # the MLflow module starts a real `mlflow server`
     "sweep",
-    "sharding",
     "cluster",
+    "product",
     "batch",
     "sandbox",
+    "sharding",
+    "aime25",
+    "bfcl",
+    "testing",
+    "core",
+    "cost",
+    "datagen",
+    "gates",
+    "sweep_gates",
+    "reporting",
+    "gaia",
+    "golden",
 )
 
 
@@ -71,6 +98,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None  # named files: xdist's load, which splits a module between the workers
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # FOLDER_ORDER (pytest_collection_modifyitems) stays
     return LoadScopeScheduling(config, log)
 
 
@@ -81,8 +109,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         try:
             folder = item.path.relative_to(tests).parts[0]
         except ValueError:
-            return len(HEAVY_FIRST)
-        return HEAVY_FIRST.index(folder) if folder in HEAVY_FIRST else len(HEAVY_FIRST)
+            return len(FOLDER_ORDER)
+        return FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
 
     items.sort(key=rank)  # stable: the order within a folder stays
 
