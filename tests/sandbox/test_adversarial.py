@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -83,6 +84,21 @@ def forks_alone():
     with open(os.path.join(tempfile.gettempdir(), "agenteval-sandbox-forks.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+@pytest.fixture
+def world_dir():
+    """A fresh directory that uid 65534 can enter (0711), under the system temp dir, as the
+    sandbox's own base is: pytest's tmp_path sits below a 0700 folder of the evaluator that a
+    call run as uid 65534 can only traverse where it keeps CAP_DAC_READ_SEARCH (an interpreter
+    that is not world-readable), so what a test puts there would mean different things."""
+    path = Path(tempfile.mkdtemp(prefix="agenteval-world-"))
+    path.chmod(0o711)
+    assert all(p.stat().st_mode & 0o001 for p in path.parents), f"{path}: an ancestor is not o+x"
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_no_strays(sb: Sandbox, timeout: float = 3.0) -> list[int]:
@@ -267,9 +283,9 @@ def test_evaluator_secret_is_invisible(sb, tmp_path):
     assert out["strays"] == []
 
 
-def test_writing_outside_the_scratch_dir_fails(sb, rep, tmp_path):
-    owned = tmp_path / "owned"  # root-only (0700): the evaluator's private directory
-    shared = tmp_path / "shared"  # world-writable, like /tmp
+def test_writing_outside_the_scratch_dir_fails(sb, rep, world_dir):
+    owned = world_dir / "owned"  # root-only (0700): the evaluator's private directory
+    shared = world_dir / "shared"  # world-writable, like /tmp
     owned.mkdir(mode=0o700)
     shared.mkdir()
     shared.chmod(0o777)
@@ -311,8 +327,8 @@ def test_reading_the_evaluators_files(sb, rep, tmp_path):
         assert lines[1].startswith("DENIED")
 
 
-def test_double_forked_setsid_daemon_does_not_outlive_the_call(sb, rep, forks_alone, tmp_path):
-    shared = tmp_path / "shared"
+def test_double_forked_setsid_daemon_does_not_outlive_the_call(sb, rep, forks_alone, world_dir):
+    shared = world_dir / "shared"  # a surviving daemon run as uid 65534 could write here too
     shared.mkdir()
     shared.chmod(0o777)
     marker = shared / "daemon-was-here"
