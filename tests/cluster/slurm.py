@@ -183,7 +183,7 @@ class SlurmCluster:
             if dead or time.monotonic() > deadline:
                 why = f"exited {dead}" if dead else f"no {what} after {timeout:.0f} s"
                 raise RuntimeError(f"the SLURM cluster did not start: {why}\n{self.logs()}")
-            time.sleep(0.2)
+            time.sleep(0.05)
 
     def node_state(self) -> str:
         done = self.run("sinfo", "-h", "-N", "-o", "%T", check=False)
@@ -195,7 +195,7 @@ class SlurmCluster:
             self.run("scancel", "--full", "--partition=debug", check=False)
             deadline = time.monotonic() + 15
             while self.run("squeue", "-h", check=False).stdout.strip() and time.monotonic() < deadline:
-                time.sleep(0.2)
+                time.sleep(0.05)
         for name in reversed(DAEMONS):
             process = self.processes.get(name)
             if process is None or process.poll() is not None:
@@ -260,7 +260,7 @@ class SlurmCluster:
                 late = "will never start" if hopeless else f"not finished after {timeout:.0f} s"
                 why = f"SLURM jobs {late}: {states}"
                 raise AssertionError(f"{why}\n{job_logs(logs)}\n{self.logs()}")
-            time.sleep(0.5)
+            time.sleep(0.1)  # a poll is one scontrol call (milliseconds)
 
     def scancel(self, job_id: str) -> None:
         self.run("scancel", job_id)

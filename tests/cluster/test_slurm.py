@@ -267,7 +267,7 @@ def wait_for_the_hung_task(
 ) -> int:
     """The index of the one task still running once the others finished, when its only
     requests in flight are the hanging ones, and every generation answered so far is in
-    the cache, for a second (nothing answered and not yet written: the rerun's exact
+    the cache, for half a second (nothing answered and not yet written: the rerun's exact
     request count depends on it)."""
     deadline = time.monotonic() + 180
     settled_since, answered_before = None, -1
@@ -283,8 +283,8 @@ def wait_for_the_hung_task(
             and cached_generations(logs / "cache") == answered
         )
         settled_since = (settled_since or time.monotonic()) if settled else None
-        if settled_since is not None and time.monotonic() - settled_since >= 1.0:
+        if settled_since is not None and time.monotonic() - settled_since >= 0.5:
             return int(running[0].task or 0)
         answered_before = answered
-        time.sleep(0.25)
+        time.sleep(0.1)
     raise AssertionError(f"no task hung on {STUCK['problem']!r} after 180 s\n{job_logs(logs)}")

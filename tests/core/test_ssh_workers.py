@@ -97,9 +97,10 @@ def _write_config(home: Path, port: int) -> tuple[Path, Path]:
     return sshd_config, ssh_config
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ssh_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHost]:
-    """A real sshd on a free loopback port, reachable by key only, until the test ends."""
+    """A real sshd on a free loopback port, reachable by key only, for the module's tests
+    (it keeps no state between them: each test's workers get folders of their own)."""
     sshd, _ = _programs()
     home = tmp_path_factory.mktemp("sshd")
     port = _free_port()

@@ -71,13 +71,15 @@ def test_the_wheel_runs_the_suites_by_name_from_empty_folders(tmp_path: Path) ->
     _sh([*build, str(source)], tmp_path, env)
     (wheel,) = dist.glob("pytest_agenteval-*.whl")
     timings["build the wheel"] = time.monotonic() - start
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # no pip of its own (ensurepip costs seconds): this pip installs into it (`--python`)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     bin_ = venv / "bin"
+    pip = [sys.executable, "-m", "pip", "--python", str(bin_ / "python"), "install", "-q"]
     if FROM_PYPI:
-        _sh([str(bin_ / "pip"), "install", "-q", str(wheel)], tmp_path, env)
-        _sh([str(bin_ / "pip"), "install", "-q", "--no-deps", "bfcl-eval==2026.3.23"], tmp_path, env)
+        _sh([*pip, str(wheel)], tmp_path, env)
+        _sh([*pip, "--no-deps", "bfcl-eval==2026.3.23"], tmp_path, env)
     else:
-        _sh([str(bin_ / "pip"), "install", "-q", "--no-deps", str(wheel)], tmp_path, env)
+        _sh([*pip, "--no-deps", str(wheel)], tmp_path, env)
         ours = _sh([str(bin_ / "python"), "-c", PURELIB], tmp_path, env).strip()
         sites = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
         Path(ours, "zz-dependencies.pth").write_text("".join(f"{s}\n" for s in sites))  # after its own

@@ -43,7 +43,7 @@ def _run_file(folder: Path) -> Path:
 
 def test_an_offline_run_holds_each_checkpoint_at_its_step(pytester: pytest.Pytester, offline: Path) -> None:
     prepare(pytester.path)
-    result = pytester.runpytest_subprocess(*sweep_args("--agenteval-log=wandb:agenteval-test"))
+    result = pytester.runpytest_inprocess(*sweep_args("--agenteval-log=wandb:agenteval-test"))
     assert result.ret == 0
     (line,) = [x for x in result.outlines if x.startswith("agenteval: logged to wandb:agenteval-test")]
     assert line.endswith("(step-100 at step 100, step-200 at step 200, step-300 at step 300)")
@@ -83,7 +83,7 @@ def test_a_run_id_appends_to_that_run_the_training_step_as_its_axis(
     """`wandb:PROJECT/RUN_ID` resumes the run (the training run): its own step is past the
     checkpoints', so the eval rows carry the training step in `agenteval/step`."""
     prepare(pytester.path)
-    result = pytester.runpytest_subprocess(*sweep_args("--agenteval-log=wandb:agenteval-test/train-run-7"))
+    result = pytester.runpytest_inprocess(*sweep_args("--agenteval-log=wandb:agenteval-test/train-run-7"))
     assert result.ret == 0
     assert _run_file(offline).name == "run-train-run-7.wandb"
     rows = history(_run_file(offline))
