@@ -5,6 +5,7 @@ seeds that do not depend on the batch, and the adapter-is-live probe."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,20 @@ def hf(hf_checkpoint: Path) -> TransformersSampler:
     return TransformersSampler(hf_checkpoint, n_threads=1, batch_rows=4)
 
 
+@pytest.fixture(scope="module")
+def greedy(hf: TransformersSampler) -> Callable[[list[int]], tuple[int, ...]]:
+    """`hf`'s GREEDY ids for a prompt, generated once in this module: several tests compare
+    with the same greedy continuation (deterministic: one row, whatever hf.batch_rows)."""
+    done: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def ids(prompt: list[int]) -> tuple[int, ...]:
+        if tuple(prompt) not in done:
+            done[tuple(prompt)] = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
+        return done[tuple(prompt)]
+
+    return ids
+
+
 def _prompts(problem: str) -> list[tuple[str, list[dict[str, Any]], Any]]:
     return [("text-only", text_only_messages(problem), None), ("retool", initial_messages(problem), TOOLS)]
 
@@ -57,14 +72,17 @@ def test_prompt_ids_equal_llama_cpp(problem: str, llama: LlamaSampler, hf: Trans
 
 
 def test_greedy_generations_agree_with_llama_cpp_for_a_while(
-    llama: LlamaSampler, hf: TransformersSampler, record_property: Any
+    llama: LlamaSampler,
+    hf: TransformersSampler,
+    greedy: Callable[[list[int]], tuple[int, ...]],
+    record_property: Any,
 ) -> None:
     """Q4_1 dequantized to fp32 is the same weights, but llama.cpp multiplies in quantized
     form: the two drift apart after a while. Measured, and recorded per prompt."""
     agreed = []
     for problem in PROBLEMS:
         prompt = hf.chat_tokenizer().render(text_only_messages(problem), None, True)
-        ours = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
+        ours = greedy(prompt)
         theirs = asyncio.run(llama.complete_tokens(prompt, GREEDY)).token_ids
         same = next(
             (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),
@@ -102,20 +120,22 @@ def test_sample_j_depends_on_its_seed_not_on_the_batch(hf: TransformersSampler, 
     assert same == [True] * 4
 
 
-def test_seeded_sampling_repeats_and_temperature_zero_is_greedy(hf: TransformersSampler) -> None:
+def test_seeded_sampling_repeats_and_temperature_zero_is_greedy(
+    hf: TransformersSampler, greedy: Callable[[list[int]], tuple[int, ...]]
+) -> None:
     prompt = hf.chat_tokenizer().render(OPEN, None, True)
     first = _sample(hf, prompt, [5, 6], 2)
     assert _sample(hf, prompt, [5, 6], 2) == first and first[0] != first[1]
-    greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY))
     again = asyncio.run(hf.complete_tokens(prompt, SamplingParams(0.0, 0.7, 5, 48, 99)))
-    assert greedy.token_ids == again.token_ids
+    assert greedy(prompt) == again.token_ids
 
 
-def test_top_k_1_and_a_tiny_top_p_are_greedy(hf: TransformersSampler) -> None:
+def test_top_k_1_and_a_tiny_top_p_are_greedy(
+    hf: TransformersSampler, greedy: Callable[[list[int]], tuple[int, ...]]
+) -> None:
     """top_k and top_p really filter: with k = 1, or p small enough to keep one token,
     any seed gives the greedy tokens."""
     prompt = hf.chat_tokenizer().render(text_only_messages(PROBLEMS[0]), None, True)
-    greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
     hf.batch_rows = 2
 
     async def run() -> list[Any]:
@@ -123,7 +143,7 @@ def test_top_k_1_and_a_tiny_top_p_are_greedy(hf: TransformersSampler) -> None:
         params += [SamplingParams(1.0, 1e-6, -1, 48, s) for s in (3, 4)]
         return await asyncio.gather(*(hf.complete_tokens(prompt, p) for p in params))
 
-    assert [c.token_ids for c in asyncio.run(run())] == [greedy] * 4
+    assert [c.token_ids for c in asyncio.run(run())] == [greedy(prompt)] * 4
 
 
 def test_completion_ends_at_the_end_of_turn_token(hf: TransformersSampler) -> None:
@@ -147,7 +167,10 @@ def test_adapter_probe_tells_a_live_adapter_from_a_zero_one(
 
 
 def test_generation_config_defaults_of_the_checkpoint_are_not_applied(
-    hf: TransformersSampler, hf_checkpoint: Path, tmp_path: Path
+    hf: TransformersSampler,
+    greedy: Callable[[list[int]], tuple[int, ...]],
+    hf_checkpoint: Path,
+    tmp_path: Path,
 ) -> None:
     """A checkpoint whose generation_config.json asks for greedy-like, penalised sampling
     samples exactly as the plain one: only the explicit parameters count."""
@@ -166,8 +189,7 @@ def test_generation_config_defaults_of_the_checkpoint_are_not_applied(
     other = TransformersSampler(loud, n_threads=1, batch_rows=2)
     prompt = hf.chat_tokenizer().render(OPEN, None, True)
     assert _sample(other, prompt, [21, 22], 2) == _sample(hf, prompt, [21, 22], 2)
-    plain_greedy = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
-    assert asyncio.run(other.complete_tokens(prompt, GREEDY)).token_ids == plain_greedy
+    assert asyncio.run(other.complete_tokens(prompt, GREEDY)).token_ids == greedy(prompt)
 
 
 def test_a_row_cut_at_a_stop_string_is_the_same_in_a_batch_as_alone(hf: TransformersSampler) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ skip_without_backend()  # the imports above need none of the backend's packages
 # Imported here, before any in-process run: pytester drops the modules a run imported when
 # it ends, and torch's C extension cannot be loaded a second time in one process.
 import peft  # noqa: E402, F401
-import torch  # noqa: E402, F401
+import torch  # noqa: E402
 import transformers  # noqa: E402, F401
 
 
@@ -184,10 +185,12 @@ def test_bad_model_folders_give_one_line(
 def test_missing_torch_names_the_install_command(
     aime_suite: pytest.Pytester, tiny_aime: Path, hf_checkpoint: Path
 ) -> None:
-    # torch cannot be uninstalled under the test: its import is made to fail instead
+    # torch cannot be uninstalled under the test: its import is made to fail instead. In this
+    # process: pytester puts sys.modules back as it was (the real torch) when the run ends
     aime_suite.makeconftest("import sys\nsys.modules['torch'] = None\n")
-    result = aime_suite.runpytest_subprocess(
+    result = aime_suite.runpytest_inprocess(
         "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", f"--model-path={hf_checkpoint}"
     )
     _one_line(result, "the transformers backend cannot import torch")
     assert "pip install torch==2.13.0" in result.stdout.str() + result.stderr.str()
+    assert sys.modules["torch"] is torch  # the run's None did not outlive it

@@ -1,8 +1,10 @@
 """A checkpoint sweep on the in-process transformers fallback (no inference server can be
-launched): the base checkpoint and a seeded LoRA adapter on it, in one `-n 2` run. Each
-model has its own results file and summary block, its own identity, the same sample seeds,
-and exactly the generations a one-model run of it gives: the sweep shares nothing between
-the models that could make one answer as the other."""
+launched): the base checkpoint and a seeded LoRA adapter on it, in one run. Each model has
+its own results file and summary block, its own identity, the same sample seeds, and exactly
+the generations a one-model run of it gives: the sweep shares nothing between the models
+that could make one answer as the other. Both runs are in this process (-n 0: both models in
+one process, where sharing would show; the sweep with `-n 2` workers is tests/sweep's), each
+loading its models afresh, so the one-model run cannot reuse the sweep's model objects."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ skip_without_backend()  # the imports above need none of the backend's packages
 import peft  # noqa: E402, F401
 import torch  # noqa: E402, F401
 import transformers  # noqa: E402, F401
+
+from pytest_agenteval.models.backends import checkpoint  # noqa: E402
 
 FAST = ("--mode=text-only", "--limit=2", "--val-n=2", "--max-tokens=12", "--agenteval-no-cache")
 
@@ -41,10 +45,16 @@ def _samples(path: Path) -> list[tuple]:
 
 
 def test_base_and_adapter_sweep_in_process_equals_one_model_runs(
-    aime_suite: pytest.Pytester, tiny_aime: Path, hf_checkpoint: Path, strong_adapter: Path
+    aime_suite: pytest.Pytester,
+    tiny_aime: Path,
+    hf_checkpoint: Path,
+    strong_adapter: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def run(*args: str) -> pytest.RunResult:
-        # in this process (the -n 2 run's workers are processes of their own anyway)
+        # the process's loaded models (checkpoint.load_model's cache) are not the run's own:
+        # each run loads what it uses, as a process of its own would
+        monkeypatch.setattr(checkpoint, "_MODELS", {})
         return aime_suite.runpytest_inprocess(
             "-p", "no:cacheprovider", f"--dataset-path={tiny_aime}", *FAST, *args
         )
@@ -53,8 +63,6 @@ def test_base_and_adapter_sweep_in_process_equals_one_model_runs(
         "--agenteval-out=out/run.jsonl",
         f"--model-path=base={hf_checkpoint}",
         f"--model-path=step-1={strong_adapter}",
-        "-n",
-        "2",
     )
     assert result.ret in (0, 1), result.stdout.str()[-3000:]  # passed or honestly failed, no error
     outcomes = result.parseoutcomes()
