@@ -250,8 +250,9 @@ def gw0_ran() -> bool:
 def pytest_collection_finish(session):
     if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
         # late: until gw0 has run a test (a scheduler waiting for gw1 keeps it from ever
-        # doing so: then the full 1.5 s, and gw0 starts after gw1 collected)
-        deadline = time.monotonic() + 1.5
+        # doing so: then 10 s, and gw0 starts after gw1 collected); a busy machine slow to
+        # start gw0 no longer makes gw1's collection the first (a fixed 1.5 s did)
+        deadline = time.monotonic() + (10 if UNTIL_GW0_RAN else 1.5)
         while time.monotonic() < deadline and not gw0_ran():
             time.sleep(0.01)
         Path(__file__).with_name("gw1-collected").write_text(repr(time.time()))
