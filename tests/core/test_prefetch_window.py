@@ -13,7 +13,7 @@ from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import read_results, write_jsonl
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
-SLOW = "What is 0 + 0?"  # the first item: its 4 generations answer after stall_s (2 s)
+SLOW = "What is 0 + 0?"  # the first item: its 4 generations answer after STALL_S
 
 
 def _first_item_waits(ctx) -> str | None:
@@ -26,7 +26,7 @@ def test_the_items_after_a_slow_one_generate_while_it_waits(
 ) -> None:
     data = write_jsonl(pytester.path / "thirty.jsonl", THIRTY)
     config = ServerConfig(
-        answer="\\boxed{14}", fault_plan=_first_item_waits, stall_s=2.0, stall_then="respond", log_bodies=True
+        answer="\\boxed{14}", fault_plan=_first_item_waits, stall_s=4.0, stall_then="respond", log_bodies=True
     )
     with OpenAITestServer(config) as server:
         result, out = run_suite(
