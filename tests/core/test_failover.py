@@ -52,8 +52,10 @@ def test_an_endpoint_answering_500_leaves_the_rotation_and_the_other_does_the_wo
 def test_an_endpoint_killed_mid_run_hands_its_in_flight_work_to_the_other(aime_suite, pytester) -> None:
     data = write_jsonl(pytester.path / "thirty.jsonl", THIRTY)
     out = pytester.path / "results.jsonl"
-    good = OpenAITestServer(ServerConfig(answer=ANSWER, latency_ms=200)).start()
-    doomed = OpenAITestServer(ServerConfig(answer=ANSWER, latency_ms=200, shutdown_timeout=0.0)).start()
+    # 100 ms a reply: 120 generations, 4 at a time on each endpoint, take ~1.5 s; the kill
+    # waits for the doomed one's 8th answer and a request in flight there, whatever the pace
+    good = OpenAITestServer(ServerConfig(answer=ANSWER, latency_ms=100)).start()
+    doomed = OpenAITestServer(ServerConfig(answer=ANSWER, latency_ms=100, shutdown_timeout=0.0)).start()
     try:
         command = [
             sys.executable,

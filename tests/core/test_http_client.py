@@ -543,10 +543,11 @@ async def test_silence_past_the_idle_timeout_is_a_stall_and_honest_traffic_is_no
                 await r.read()
         await client.close()
 
-    async with Scripted(_trickle(10, every_s=0.1, length=10)) as server:  # a byte every 0.1 s: alive
+    # a byte every 0.1 s for 0.5 s, past the 0.3 s idle timeout: alive
+    async with Scripted(_trickle(5, every_s=0.1, length=5)) as server:
         client = HttpClient()
         async with await client.post(server.url, {}, {}, timeout=30, idle=0.3) as r:
-            assert await r.read() == b"x" * 10
+            assert await r.read() == b"x" * 5
         await client.close()
 
 

@@ -71,8 +71,15 @@ def test_the_recipe_passes_option_values_after_a_space() -> None:
 
 @pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
 def test_the_docs_recipe_runs_as_written(
-    pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, absolute: bool
+    pytester: pytest.Pytester,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    absolute: bool,
 ) -> None:
+    # the controller in this process (its workers are processes of their own, in their own
+    # folders): not taken for an xdist worker when this test runs in one
+    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(variable, raising=False)
     suite = pytester.mkdir("suites") / "aime25"
     suite.mkdir()
     (suite / SUITE.name).write_text(SUITE.read_text(encoding="utf-8"), encoding="utf-8")
@@ -81,9 +88,9 @@ def test_the_docs_recipe_runs_as_written(
     hosts = tmp_path_factory.mktemp("hosts")
     with OpenAITestServer(ServerConfig(answer="\\boxed{70} {seed}")) as server:
         args = as_here(recipe(), hosts, shared, server.url, pytester.path if absolute else None)
-        first = pytester.runpytest_subprocess(*args)
+        first = pytester.runpytest_inprocess(*args)
         sent = len(server.requests)
-        again = pytester.runpytest_subprocess(*args)  # agenteval-results/ exists now
+        again = pytester.runpytest_inprocess(*args)  # agenteval-results/ exists now
         resent = len(server.requests) - sent
     assert "INTERNALERROR" not in first.stdout.str() + first.stderr.str()
     first.assert_outcomes(passed=1, failed=3)

@@ -115,7 +115,7 @@ def test_several_endpoints_each_get_the_full_concurrency(run_suite, pytester) ->
     data = write_jsonl(
         pytester.path / "many.jsonl", [{"id": i, "problem": f"q{i}", "answer": "1"} for i in range(16)]
     )
-    config = ServerConfig(latency_ms=300)
+    config = ServerConfig(latency_ms=150)  # long enough that 4 are in flight on each at once
     with OpenAITestServer(config) as one, OpenAITestServer(config) as two:
         run_suite(f"--endpoint={one.url}", f"--endpoint={two.url}", "--val-n=2", "--concurrency=4", data=data)
         peaks = one.stats()["max_in_flight"], two.stats()["max_in_flight"]

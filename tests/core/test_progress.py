@@ -42,10 +42,14 @@ def screen(raw: str) -> list[str]:
     return ["".join(line).rstrip() for line in lines]
 
 
+def _server(latency_ms: int) -> OpenAITestServer:
+    return OpenAITestServer(ServerConfig(latency_ms=latency_ms, answer="ok \\boxed{70}"))
+
+
 @pytest.fixture
-def slow_server():
-    # 16 generations one at a time, 0.4 s each: a run of several seconds
-    with OpenAITestServer(ServerConfig(latency_ms=400, answer="ok \\boxed{70}")) as server:
+def quick_server():
+    # 16 generations one at a time, 0.15 s each: a run of 2.4 s
+    with _server(150) as server:
         yield server
 
 
@@ -82,14 +86,18 @@ def run_in_terminal(
     return child.before
 
 
+# Serial, every finished item redraws the line (16 generations at 0.15 s: 2.4 s), so it is
+# seen mid-run whatever the 1 s timer does; with two workers the counts come in their 0.5 s
+# reports, and both must be seen in flight at once: 0.4 s a generation there.
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "two-workers"])
 def test_the_line_is_redrawn_in_place_while_items_run(
-    aime_suite: pytest.Pytester, tiny_aime: Path, slow_server: OpenAITestServer, workers: list[str]
+    aime_suite: pytest.Pytester, tiny_aime: Path, workers: list[str]
 ) -> None:
     # --concurrency 2: one request per worker (below the workers is a start-up error)
-    raw = run_in_terminal(
-        aime_suite, tiny_aime, slow_server.url, *workers, *(["--concurrency=2"] * bool(workers))
-    )
+    with _server(400 if workers else 150) as server:
+        raw = run_in_terminal(
+            aime_suite, tiny_aime, server.url, *workers, *(["--concurrency=2"] * bool(workers))
+        )
     drawn = [(int(m[1]), int(m[2])) for m in LINE.finditer(raw)]
     done = sorted({d for d, _ in drawn})
     assert any(0 < d < 16 for d in done), done  # seen mid-run, summed over the workers
@@ -104,23 +112,28 @@ def test_the_line_is_redrawn_in_place_while_items_run(
         assert "2 workers [4 items]" in final and "collecting" not in shown, shown
 
 
+# 0.15 s a generation: the line would be drawn at once (the timer starts with a draw on a
+# terminal) and at each item's report, however short the run
 @pytest.mark.parametrize("quiet", [["-q", "-q"], ["--agenteval-progress", "off"]], ids=["-q -q", "off"])
 def test_silent_when_asked(
-    aime_suite: pytest.Pytester, tiny_aime: Path, slow_server: OpenAITestServer, quiet: list[str]
+    aime_suite: pytest.Pytester, tiny_aime: Path, quick_server: OpenAITestServer, quiet: list[str]
 ) -> None:
-    raw = run_in_terminal(aime_suite, tiny_aime, slow_server.url, "--limit=1", *quiet, status=0)
+    raw = run_in_terminal(aime_suite, tiny_aime, quick_server.url, "--limit=1", *quiet, status=0)
     assert "tok/s" not in raw and "\b" not in raw
 
 
-def test_without_a_terminal_a_line_every_few_seconds(run_suite, slow_server: OpenAITestServer) -> None:
-    result, _ = run_suite(
-        f"--endpoint={slow_server.url}",
-        "--mode=text-only",
-        "--val-n=4",
-        "--concurrency=1",
-        "--agenteval-progress=1",
-        subprocess=True,  # the line goes to the process's own stdout, which no in-process run captures
-    )
+def test_without_a_terminal_a_line_every_few_seconds(run_suite) -> None:
+    # 16 generations at 0.25 s: 4 s at least, 4 lines 1 s apart (a line drawn after the last
+    # generation says `ETA 0s`, which LINE does not match: as few of those as before)
+    with _server(250) as server:
+        result, _ = run_suite(
+            f"--endpoint={server.url}",
+            "--mode=text-only",
+            "--val-n=4",
+            "--concurrency=1",
+            "--agenteval-progress=1",
+            subprocess=True,  # the line goes to the process's own stdout, which no in-process run captures
+        )
     lines = [line for line in result.stdout.lines if line.startswith("agenteval ")]
     assert len(lines) >= 3 and all(LINE.fullmatch(line) for line in lines), lines
     assert "\b" not in result.stdout.str()
@@ -239,11 +252,11 @@ AGENTIC = re.compile(
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "two-workers"])
 def test_long_agentic_items_show_turns_tool_calls_and_tokens_moving(run_suite, workers: list[str]) -> None:
-    """Two retool generations of 8 turns each, 0.3 s a turn: before either finishes, the
+    """Two retool generations of 8 turns each, 0.15 s a turn: before either finishes, the
     line's turns, tool calls and tokens grow (summed over the workers under xdist)."""
     from pytest_agenteval.testing import ScriptedToolModel
 
-    config = ServerConfig(script=ScriptedToolModel(_always_call()), latency_ms=300)
+    config = ServerConfig(script=ScriptedToolModel(_always_call()), latency_ms=150)
     with OpenAITestServer(config) as server:
         result, _ = run_suite(
             f"--endpoint={server.url}",
@@ -253,7 +266,7 @@ def test_long_agentic_items_show_turns_tool_calls_and_tokens_moving(run_suite, w
             "--max-assistant-turns=8",
             "--max-code-calls=8",
             "--sandbox-timeout=5",
-            "--agenteval-progress=0.5",
+            "--agenteval-progress=0.25",
             *workers,
             subprocess=True,  # the line goes to the process's own stdout
         )

@@ -89,9 +89,9 @@ def _cached(pytester: pytest.Pytester) -> int:
 def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_suite: pytest.Pytester) -> None:
     data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
     out = aime_suite.path / "results.jsonl"
-    # 120 generations, 2 at a time, 200 ms each: ~12 s, so the kill lands mid-run even
-    # when a busy machine is slow to notice the 48th cached generation
-    with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=200)) as server:
+    # 120 generations, 2 at a time, 100 ms each: ~6 s, so the kill lands mid-run (at ~2.4 s)
+    # even when a busy machine is slow to notice the 48th cached generation
+    with OpenAITestServer(ServerConfig(answer=SEEDED_ANSWER, latency_ms=100)) as server:
         command = _command(aime_suite, server.url, data, out)
         process = subprocess.Popen(
             command,
@@ -111,7 +111,8 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
         time.sleep(0.5)  # requests in flight at the kill finish on the server side
         first_keys = {r["key"] for r in server.requests}
         server.reset()
-        subprocess.run(command, cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False, timeout=120)
+        # the same command again, in this process: only the first run needs one of its own
+        aime_suite.runpytest_inprocess(*command[3:])
         second_keys = [r["key"] for r in server.requests]
     assert len(second_keys) == 120 - finished
     assert len(first_keys & set(second_keys)) <= 2  # only requests in flight at the kill
@@ -129,7 +130,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
     data = write_jsonl(aime_suite.path / "thirty.jsonl", THIRTY)
     out = aime_suite.path / "results.jsonl"
     right = {p["problem"]: f"\\boxed{{{p['answer']}}}" for p in THIRTY}  # finished items pass
-    with OpenAITestServer(ServerConfig(answers=right, latency_ms=200)) as server:
+    with OpenAITestServer(ServerConfig(answers=right, latency_ms=100)) as server:
         command = [c for c in _command(aime_suite, server.url, data, out) if c != "no:cacheprovider"]
         command.remove("-p")
         process = interruptible(command, aime_suite.path)
@@ -143,9 +144,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
         assert summary["complete"] is False and len(summary["missing"]) == 30 - len(problems) > 0
         assert all(len(p["generations"]) == 4 for p in problems)
         server.reset()
-        subprocess.run(
-            [*command, "--lf"], cwd=aime_suite.path, stdout=subprocess.DEVNULL, check=False, timeout=120
-        )
+        aime_suite.runpytest_inprocess(*command[3:], "--lf")  # in this process: no signal to send it
         rerun, _ = read_results(out)
     assert sorted(p["problem_id"] for p in rerun) == sorted(
         set(range(30)) - {p["problem_id"] for p in problems}

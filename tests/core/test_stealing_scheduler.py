@@ -239,10 +239,22 @@ import pytest
 LOG = Path(__file__).with_name("ran.log")
 
 
+UNTIL_GW0_RAN = {until_gw0_ran}  # False: gw1 is 1.5 s late whatever gw0 does
+
+
+def gw0_ran() -> bool:
+    return UNTIL_GW0_RAN and LOG.exists() and " gw0 " in LOG.read_text()
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reports the collection to the controller
 def pytest_collection_finish(session):
     if os.environ.get("PYTEST_XDIST_WORKER") == "gw1":
-        time.sleep(1.5)
+        # late: until gw0 has run a test (a scheduler waiting for gw1 keeps it from ever
+        # doing so: then 10 s, and gw0 starts after gw1 collected); a busy machine slow to
+        # start gw0 no longer makes gw1's collection the first (a fixed 1.5 s did)
+        deadline = time.monotonic() + (10 if UNTIL_GW0_RAN else 1.5)
+        while time.monotonic() < deadline and not gw0_ran():
+            time.sleep(0.01)
         Path(__file__).with_name("gw1-collected").write_text(repr(time.time()))
 
 
@@ -254,6 +266,11 @@ def _record(request):
     os.write(fd, line.encode())
     os.close(fd)
 """
+
+
+def recording(until_gw0_ran: bool) -> str:
+    return RECORDING.replace("{until_gw0_ran}", repr(until_gw0_ran))
+
 
 DIFFERING = """
 def pytest_collection_modifyitems(items):
@@ -267,18 +284,30 @@ PLAIN = (
 NODEIDS = [f"test_plain.py::test_one[{i}]" for i in range(8)]
 
 
-def run_two_workers(
-    pytester: pytest.Pytester, conftest: str
-) -> tuple[pytest.RunResult, list[tuple[float, str, str]]]:
+@pytest.fixture(autouse=True)
+def _not_a_worker_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs' controller is this process (its workers are processes of their own): when
+    this test runs in an xdist worker itself, the conftest must not take it for one."""
+    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def run_plain(pytester: pytest.Pytester, conftest: str, *args: str) -> pytest.RunResult:
     """Eight plain tests under -n 2 in an evaluation run (a replay model), so that xdist
-    schedules them with PaidOnceStealing; returns the result and the (time, worker,
-    node id) of every test run."""
+    schedules them with PaidOnceStealing; the controller in this process."""
     pytester.makeconftest(conftest)
     pytester.makepyfile(test_plain=PLAIN)
     replay = write_jsonl(pytester.path / "replay.jsonl", [{"problem_id": 0, "sample_index": 0, "text": "x"}])
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", "-v", f"--model-path=replay:{replay}"
+    return pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", "-n", "2", *args, f"--model-path=replay:{replay}"
     )
+
+
+def run_two_workers(
+    pytester: pytest.Pytester, conftest: str
+) -> tuple[pytest.RunResult, list[tuple[float, str, str]]]:
+    """`run_plain`; returns the result and the (time, worker, node id) of every test run."""
+    result = run_plain(pytester, conftest, "-v")
     result.stdout.fnmatch_lines(["*scheduling tests via PaidOnceStealing*"])
     lines = (pytester.path / "ran.log").read_text().splitlines()
     ran = [(float(t), worker, nodeid) for t, worker, nodeid in (line.split(" ", 2) for line in lines)]
@@ -286,7 +315,7 @@ def run_two_workers(
 
 
 def test_a_worker_starts_before_a_slow_one_has_collected(pytester: pytest.Pytester) -> None:
-    result, ran = run_two_workers(pytester, RECORDING)
+    result, ran = run_two_workers(pytester, recording(until_gw0_ran=True))
     assert result.ret == 0
     assert Counter(nodeid for _, _, nodeid in ran) == Counter(NODEIDS)
     gw1_collected = float((pytester.path / "gw1-collected").read_text())
@@ -294,7 +323,8 @@ def test_a_worker_starts_before_a_slow_one_has_collected(pytester: pytest.Pytest
 
 
 def test_a_worker_that_collects_differently_is_reported_and_sent_nothing(pytester: pytest.Pytester) -> None:
-    result, ran = run_two_workers(pytester, RECORDING + DIFFERING)  # gw1, slow, collects 7
+    # gw1, late, collects 7
+    result, ran = run_two_workers(pytester, recording(until_gw0_ran=True) + DIFFERING)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=8, errors=1)
     result.stdout.fnmatch_lines(
@@ -321,12 +351,8 @@ def test_a_differing_later_collection_is_reported_when_the_first_is_used_up(
     """gw0 (fast) collects `keep` of the 8 items, gw1 (slow) all 8. gw0 runs out of work
     before gw1 has collected; the run must still wait for gw1's collection and report the
     difference (it used to end there: exit 0 with 7 items never run, or exit 5)."""
-    pytester.makeconftest(RECORDING + GW0_COLLECTS.format(keep=keep))
-    pytester.makepyfile(test_plain=PLAIN)
-    replay = write_jsonl(pytester.path / "replay.jsonl", [{"problem_id": 0, "sample_index": 0, "text": "x"}])
-    result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-n", "2", f"--model-path=replay:{replay}"
-    )
+    # gw1 the full 1.5 s late: gw0's work must be used up, and reported so, before it collects
+    result = run_plain(pytester, recording(until_gw0_ran=False) + GW0_COLLECTS.format(keep=keep))
     log = pytester.path / "ran.log"
     ran = (
         Counter(line.split(" ", 2)[2] for line in log.read_text().splitlines()) if log.exists() else Counter()
