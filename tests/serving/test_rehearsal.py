@@ -2,12 +2,14 @@
 three checkpoints (a base, a LoRA on it, another full checkpoint) with the vLLM and SGLang
 stand-ins first on PATH and PYTHONPATH (`python -m pytest_agenteval.testing.standins`), so the
 launcher's real vLLM and SGLang code runs, one server at a time (`--serve-max-servers 1`: the
-base and its LoRA in wave 1, the other checkpoint in wave 2), `-n 2`, in retool mode. Each
+base and its LoRA in wave 1, the other checkpoint in wave 2), in retool mode: `-n 2` where the
+workers are the point (the rehearsal as a user runs it, a worker killed), in one process
+where a run asks about what is sent (bodies, cache keys, tokens, n, shards, the backend). Each
 completion request a stand-in receives is a line of its log (AGENTEVAL_STANDIN_LOG), and the
 assertions read those lines: a later wave's model sends what a first wave's sends.
 
-Slow by nature (each run starts a pytest controller, 2 xdist workers, the servers and the
-sandbox): 3 models x 2 problems x N=2, a scripted answer, and every run made once per module
+Slow by nature (each run starts a pytest controller, 2 xdist workers where it asks for them, the
+servers and the sandbox): 3 models x 2 problems x N=2, a scripted answer, and every run made once per module
 and shared by the tests that read it."""
 
 from __future__ import annotations
@@ -42,9 +44,12 @@ SWEEP = (
     "--max-trajectory-tokens=2600",
     "--serve",
     "--serve-max-servers=1",
+    # what a run sends does not depend on xdist: one process (-n 2 starts two more
+    # interpreters, about 3 s of CPU a run); XDIST where workers are what the test asks about
     "-n",
-    "2",
+    "0",
 )
+XDIST = ("-n", "2")  # after SWEEP: the last -n wins
 # what the stand-ins answer (a tool call, then the answer from the tool's output): the GPU
 # check's, so the rehearsal and a GPU run send the same conversations
 ANSWERS = gpu_sweep_check.ANSWERS
@@ -168,7 +173,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
 
 
 def _forward(rehearsal: Rehearsal) -> Run:
-    return rehearsal.run("thinking-on", *SWEEP, *MODELS, "--thinking=on")
+    return rehearsal.run("thinking-on", *SWEEP, *XDIST, *MODELS, "--thinking=on")
 
 
 def _finished(run: Run, status: int = 0) -> None:
@@ -258,7 +263,7 @@ def test_samples_per_request_in_every_wave(rehearsal: Rehearsal) -> None:
 def test_a_worker_killed_mid_item_in_the_first_wave(rehearsal: Rehearsal) -> None:
     crashed = f"test_aime25[{BASE}:1]"
     env = {"REHEARSAL_CRASH": crashed, "REHEARSAL_CRASH_MARK": str(rehearsal.folder / "crashed")}
-    run = rehearsal.run("crash", *SWEEP, *MODELS, "--thinking=on", cache="cache-crash", env=env)
+    run = rehearsal.run("crash", *SWEEP, *XDIST, *MODELS, "--thinking=on", cache="cache-crash", env=env)
     assert (rehearsal.folder / "crashed").exists()
     assert run.done.returncode == 1, run.output[-3000:]
     assert "agenteval: sweep wave 2/2 running: other" in run.output  # the wave ended all the same

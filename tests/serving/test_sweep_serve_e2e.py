@@ -6,13 +6,14 @@ llama.cpp server for both) and a copy of the gguf (a server of its own), one ser
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from pytest_agenteval.models.backends.llama import embedded_model_path
-from pytest_agenteval.testing.models import make_gguf_lora
+from pytest_agenteval.testing.models import ModelFiles
 
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 FAST = ("--serve", "--max-tokens=8", "--n-ctx=1024", "--llama-threads=1", "--val-n=1")
@@ -25,14 +26,17 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "-n 2"])
 def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
-    run_suite, tmp_path: Path, workers, agenteval_perturbed_gguf: Path
+    run_suite, tmp_path: Path, workers, agenteval_model_files: ModelFiles, agenteval_perturbed_gguf: Path
 ) -> None:
     base = embedded_model_path()
-    lora = make_gguf_lora(tmp_path / "lora.gguf", base=base, seed=1)
+    lora = agenteval_model_files.gguf_lora(seed=1)  # make_gguf_lora(seed=1) on the base, once a session
     # other weights: a byte copy of the base has its cache key in every wave, and is answered
     # from the base's generations without a server
     copy = tmp_path / "copy.gguf"
-    shutil.copyfile(agenteval_perturbed_gguf, copy)
+    try:  # a hard link: the perturbed gguf's bytes under another path, without copying 98 MB
+        os.link(agenteval_perturbed_gguf, copy)
+    except OSError:
+        shutil.copyfile(agenteval_perturbed_gguf, copy)
     result, out = run_suite(
         *FAST,
         f"--model-path=smol={base}",
