@@ -39,13 +39,15 @@ def test_a_single_turn_category_through_a_batch_scores_as_a_live_run(
     pytester: pytest.Pytester, agenteval_openai_server_factory, workers
 ) -> None:
     pytester.makepyfile(test_bfcl=SUITE)
-    selection = ("-m", "simple_python", "--limit=3", *workers)
+    selection = ("-m", "simple_python", "--limit=3")
+    # the live reference in one process either way: what xdist changes is the batch run's
+    # path (its workers' requests through one batch), not the live scores it is held to
     live_server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]")
     live, live_summary = run(pytester, live_server, *selection, out="live.jsonl")
     live.assert_outcomes(passed=1, failed=2)
 
     server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]", batch=BatchConfig())
-    result, summary = run(pytester, server, "--batch", *selection, out="batch.jsonl")
+    result, summary = run(pytester, server, "--batch", *selection, *workers, out="batch.jsonl")
     result.assert_outcomes(passed=1, failed=2)
     assert server.stats()["total_requests"] == 0
     assert server.stats()["batch"]["batches_created"] == 1
