@@ -9,6 +9,7 @@ import pytest
 
 from pytest_agenteval.testing import BatchConfig
 from tests.batch.conftest import ledger, metrics, run_against
+from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 
 pytest.importorskip("tree_sitter", reason="BFCL java/javascript decoding needs: pip install -e '.[bfcl]'")
 # Imported here, outside the in-process runs: pytester drops what a run imported when it

@@ -16,6 +16,7 @@ import pytest
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output.summary import RUN_LOCAL_FIELDS
 from tests._oracle import require_oracle
+from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 from tests.conftest import write_jsonl
 from tests.gaia import make_synthetic
 
