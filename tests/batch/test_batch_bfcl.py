@@ -9,6 +9,7 @@ import pytest
 
 from pytest_agenteval.testing import BatchConfig
 from tests.batch.conftest import ledger, metrics, run_against
+from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 
 pytest.importorskip("tree_sitter", reason="BFCL java/javascript decoding needs: pip install -e '.[bfcl]'")
 # Imported here, outside the in-process runs: pytester drops what a run imported when it
@@ -39,13 +40,15 @@ def test_a_single_turn_category_through_a_batch_scores_as_a_live_run(
     pytester: pytest.Pytester, agenteval_openai_server_factory, workers
 ) -> None:
     pytester.makepyfile(test_bfcl=SUITE)
-    selection = ("-m", "simple_python", "--limit=3", *workers)
+    selection = ("-m", "simple_python", "--limit=3")
+    # the live reference in one process either way: what xdist changes is the batch run's
+    # path (its workers' requests through one batch), not the live scores it is held to
     live_server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]")
     live, live_summary = run(pytester, live_server, *selection, out="live.jsonl")
     live.assert_outcomes(passed=1, failed=2)
 
     server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]", batch=BatchConfig())
-    result, summary = run(pytester, server, "--batch", *selection, out="batch.jsonl")
+    result, summary = run(pytester, server, "--batch", *selection, *workers, out="batch.jsonl")
     result.assert_outcomes(passed=1, failed=2)
     assert server.stats()["total_requests"] == 0
     assert server.stats()["batch"]["batches_created"] == 1

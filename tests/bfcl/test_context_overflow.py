@@ -18,6 +18,7 @@ from pytest_agenteval.tasks.bfcl._prompt import prompt_messages
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from pytest_agenteval.testing._render import estimate_prompt_tokens
 from tests._oracle import require_oracle
+from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 
@@ -115,9 +116,14 @@ def _official_agrees(root) -> None:
     assert counts == {c: (0, 1) for c in MULTI_TURN_CATEGORIES}
 
 
-@pytest.mark.parametrize("style", ["llama-server", "vllm"])
+# the refusal's wording is read by the sampler, in a worker as in one process: the llama.cpp
+# style runs under xdist (the workers' spending summed by the controller), vLLM's in one
+# process (two worker processes loading BFCL fewer)
+@pytest.mark.parametrize(
+    ("style", "workers"), [("llama-server", "2"), ("vllm", "0")], ids=["llama-server", "vllm"]
+)
 def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_counts_what_was_spent(
-    bfcl: pytest.Pytester, selected, style: str
+    bfcl: pytest.Pytester, selected, style: str, workers: str
 ) -> None:
     """The first request of every entry fits; the conversation then outgrows the context."""
     first = max(estimate_prompt_tokens({"messages": prompt_messages(e)}) for e in selected)
@@ -125,7 +131,7 @@ def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_cou
     config = ServerConfig(script=GroundTruthModel(selected), context_tokens=context, context_style=style)
     with OpenAITestServer(config) as server:
         result = bfcl.runpytest(
-            *SELECT, f"--endpoint={server.url}", "--model-name=mock-model", "--max-tokens=1024", "-n", "2"
+            *SELECT, f"--endpoint={server.url}", "--model-name=mock-model", "--max-tokens=1024", "-n", workers
         )
         refused = [r for r in server.requests if r["outcome"] == "400"]
     result.assert_outcomes(failed=4)

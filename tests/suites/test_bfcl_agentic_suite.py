@@ -11,7 +11,10 @@ from pytest_agenteval.tasks.bfcl._agentic_data import load_agentic
 from pytest_agenteval.tasks.bfcl._data import find_data_dir
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.bfcl.entries_guard import bfcl_entries_untouched  # noqa: F401 (checks the shared entries at the end)
+from tests.bfcl.entries_guard import (
+    bfcl_entries_frozen,  # noqa: F401 (parsed once, out of the collector's sight)
+    bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
+)
 from tests.bfcl.memory_script import MemoryModel
 from tests.bfcl.search_script import SearchModel
 from tests.bfcl.search_server import SearchServer

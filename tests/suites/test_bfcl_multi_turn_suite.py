@@ -13,7 +13,10 @@ from pytest_agenteval.tasks.bfcl._mt_data import load_multi_turn
 from pytest_agenteval.tasks.bfcl._mt_env import missing_requirements
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests._oracle import require_oracle
-from tests.bfcl.entries_guard import bfcl_entries_untouched  # noqa: F401 (checks the shared entries at the end)
+from tests.bfcl.entries_guard import (
+    bfcl_entries_frozen,  # noqa: F401 (parsed once, out of the collector's sight)
+    bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
+)
 from tests.bfcl.mt_script import GroundTruthModel
 from tests.conftest import read_results
 
@@ -84,13 +87,14 @@ def scripted_run(
     return shared_runs[args]
 
 
-# the prompting and the native run with an export: every category plays and scores, the
-# records, replay and the official evaluation of the export are checked on them
-PROMPTING = ("--bfcl-export-dir=export",)
+# the prompting run (under xdist) and the native run (in one process), each with an export:
+# every category plays and scores, the records, replay and the official evaluation of the
+# export are checked on them (two runs, each loading the BFCL suite, not three)
+PROMPTING = ("-n", "2", "--bfcl-export-dir=export")
 NATIVE = ("--bfcl-style=native", "--bfcl-export-dir=export")
 
 
-@pytest.mark.parametrize("args", [("-n", "2"), NATIVE], ids=["prompting-xdist", "native"])
+@pytest.mark.parametrize("args", [PROMPTING, NATIVE], ids=["prompting-xdist", "native"])
 def test_every_multi_turn_category_plays_and_scores(
     bfcl: pytest.Pytester, selected, shared_runs, args
 ) -> None:

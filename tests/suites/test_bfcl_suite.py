@@ -8,7 +8,10 @@ import json
 import pytest
 
 from pytest_agenteval.tasks.bfcl import load_bfcl, score_text
-from tests.bfcl.entries_guard import bfcl_entries_untouched  # noqa: F401 (checks the shared entries at the end)
+from tests.bfcl.entries_guard import (
+    bfcl_entries_frozen,  # noqa: F401 (parsed once, out of the collector's sight)
+    bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
+)
 from tests.conftest import read_results, write_jsonl
 
 SUITE = """
