@@ -161,11 +161,12 @@ def test_injected_faults_still_give_every_generation(
     run_suite: Any, service: Any, protocol: Any, base_model: str
 ) -> None:
     server = service(fault_rate=0.2, fault_seed=1)
-    # -n 0: the SDK's retries are a process's own; the controller sums the workers' counters
-    # (sdk_retries among them) key by key, which test_same_generations_with_and_without_workers
-    # asserts with -n 2 (sdk_max_in_flight: twice the SDK's cap)
+    # one process of its own, not -n 2 (two workers beside the controller): the SDK's sends
+    # are counted per process (sdk.py count_http_sends), so not in this one, where earlier
+    # in-process runs sent too; the controller's key-by-key sum of the workers' counters is
+    # asserted with -n 2 by test_same_generations_with_and_without_workers
     args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--val-n=8")
-    result, path = run_suite(*args)
+    result, path = run_suite(*args, subprocess=True)
     result.assert_outcomes(failed=2)
     problems, (summary,) = read_results(path)
     assert sum(len(p["generations"]) for p in problems) == 16 and all(not p.get("error") for p in problems)
