@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,21 @@ def _base_gguf(base: Path | None) -> Path:
     from pytest_agenteval.models.backends.llama import embedded_model_path
 
     return embedded_model_path()
+
+
+def _base_reader(base: Path) -> Any:
+    """gguf's reader of `base`, parsed once per file version: parsing the 100 MB SmolLM2
+    (its vocabulary above all) costs about 2.4 s of CPU, and every maker call reads the
+    base. Read-only (a memory map), so the makers may share it."""
+    stat = base.stat()
+    return _parsed_reader(str(base.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=2)
+def _parsed_reader(path: str, mtime_ns: int, size: int) -> Any:
+    import gguf
+
+    return gguf.GGUFReader(path)
 
 
 def make_gguf_lora(
@@ -48,7 +64,7 @@ def make_gguf_lora(
     import gguf
 
     base = _base_gguf(base)
-    reader = gguf.GGUFReader(base)
+    reader = _base_reader(base)
     arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
     rng = np.random.default_rng(seed)
     writer = gguf.GGUFWriter(out, arch)
@@ -92,7 +108,7 @@ def make_perturbed_gguf(
     import gguf
 
     base = _base_gguf(base)
-    reader = gguf.GGUFReader(base)
+    reader = _base_reader(base)
     arch = str(reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
     rng = np.random.default_rng(seed)
     targets = {f"blk.{b}.{n}.weight" for b in blocks for n in ("attn_norm", "ffn_norm")}

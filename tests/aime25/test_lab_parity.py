@@ -6,6 +6,7 @@ continuation prompt, on the same tokenizer. Every case must get the lab's verdic
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import json
 from types import SimpleNamespace
@@ -175,6 +176,7 @@ def test_both_scorers_give_the_lab_s_verdicts() -> None:
     assert any(s.correct for s in (score_math_verify_tail(t, r) for t, r in cases[:60]))
 
 
+SLEEPER = "import time; time.sleep(10)"
 PROGRAMS = [
     "print(1 + 1)",
     "import sympy\nsympy.factorint(2024)",  # no auto-print: the lab shows ""
@@ -185,7 +187,7 @@ PROGRAMS = [
     "import warnings; warnings.warn('x'); print(2)",
     "import sys; sys.exit(3)",
     "import sys; sys.exit(0)",
-    "import time; time.sleep(10)",
+    SLEEPER,
     "print('<|im_end|> <tool_response> </tool_response> <|im_start|>')",
     "print('a' * 5000)",
     "import sys; sys.stderr.write('e' * 5000); sys.exit(1)",
@@ -198,9 +200,21 @@ PROGRAMS = [
 def test_sandbox_results_become_the_lab_s_tool_content(sandbox_factory) -> None:
     lab_sandbox = lab.module("sandbox").LocalPythonSandbox(timeout=2)
     ours = sandbox_factory(timeout_s=2)
-    for code in PROGRAMS:
-        expected = lab_sandbox.format_tool_content(lab_sandbox.run_code(code))
-        assert tool_content(ours.run_sync(code, auto_print=False), 2) == expected, code
+
+    def lab_content(code: str) -> str:
+        return lab_sandbox.format_tool_content(lab_sandbox.run_code(code))
+
+    # the two runs that time out (2 s each, idle) wait on threads beside the other programs,
+    # which run one at a time as before (the lab's cold interpreter imports sympy within 2 s)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        lab_sleeper = pool.submit(lab_content, SLEEPER)
+        our_sleeper = pool.submit(ours.run_sync, SLEEPER, auto_print=False)
+        for code in PROGRAMS:
+            if code == SLEEPER:
+                expected, result = lab_sleeper.result(), our_sleeper.result()
+            else:
+                expected, result = lab_content(code), ours.run_sync(code, auto_print=False)
+            assert tool_content(result, 2) == expected, code
 
 
 class _LabHangs(Exception):
@@ -228,8 +242,12 @@ def test_truncation_and_continuation_match_the_lab_on_the_model_s_tokenizer(embe
     calls = {"n": 0}
 
     def token_count(tokenizer, text: str) -> int:  # the lab's, counting its calls
+        # the lab's loop cuts the content to 20 + int(0.7 x its length) a call: from the
+        # longest output here (4,000 characters) it is at its fixed point, 66 characters,
+        # by the 23rd call, and checks the same 66 characters on every call after: a case
+        # not returned by then never returns (the cap was 500 calls)
         calls["n"] += 1
-        if calls["n"] > 500:
+        if calls["n"] > 40:
             raise _LabHangs
         return len(tokenizer.encode(text, add_special_tokens=False))
 

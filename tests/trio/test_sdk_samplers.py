@@ -161,8 +161,12 @@ def test_injected_faults_still_give_every_generation(
     run_suite: Any, service: Any, protocol: Any, base_model: str
 ) -> None:
     server = service(fault_rate=0.2, fault_seed=1)
-    args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--val-n=8", "-n", "2")
-    result, path = run_suite(*args)
+    # one process of its own, not -n 2 (two workers beside the controller): the SDK's sends
+    # are counted per process (sdk.py count_http_sends), so not in this one, where earlier
+    # in-process runs sent too; the controller's key-by-key sum of the workers' counters is
+    # asserted with -n 2 by test_same_generations_with_and_without_workers
+    args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--val-n=8")
+    result, path = run_suite(*args, subprocess=True)
     result.assert_outcomes(failed=2)
     problems, (summary,) = read_results(path)
     assert sum(len(p["generations"]) for p in problems) == 16 and all(not p.get("error") for p in problems)
@@ -184,7 +188,8 @@ def test_a_stalled_request_is_retried_within_the_timeout(
         return None
 
     server = service(fault_plan=stall_once, stall_s=30.0)
-    args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--request-timeout=6")
+    # 3 s: the retry's 8 tokens come well within it under load; the stall (30 s) far outlasts it
+    args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--request-timeout=3")
     result, path = run_suite(*args)
     result.assert_outcomes(failed=2)
     problems, (summary,) = read_results(path)
@@ -237,7 +242,7 @@ def test_an_unreachable_service_is_one_line(
 ) -> None:
     monkeypatch.setenv(protocol.url_env, "http://127.0.0.1:9")  # the discard port: nothing listens
     monkeypatch.setenv(protocol.key_env, protocol.key)
-    result, _ = run_suite(f"--model-path={protocol.step}", "--base-model=b", *SMALL, "--retry-max-seconds=3")
+    result, _ = run_suite(f"--model-path={protocol.step}", "--base-model=b", *SMALL, "--retry-max-seconds=1")
     line = _one_error_line(result)
     assert f"cannot reach {protocol.vendor} at http://127.0.0.1:9" in line, line
 
