@@ -9,6 +9,7 @@ models really generate differently; AGENTEVAL_SWEEP_SECOND_GGUF names another on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -18,6 +19,16 @@ import pytest
 
 from pytest_agenteval.models import embedded_model_path
 from tests.conftest import read_results
+
+# The sweep's comparison report draws charts (matplotlib): imported once here, since an
+# in-process run (`runpytest_inprocess`) drops the modules it imported when it ends and
+# each run imported matplotlib afresh (about 1.5 s of CPU a run).
+with contextlib.suppress(ImportError):
+    import matplotlib.figure  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+    import pytest_agenteval.report._charts  # noqa: F401
+    import pytest_agenteval.report._html  # noqa: F401
 
 FAST = ("--limit=2", "--val-n=2", "--max-tokens=8", "--agenteval-cache-dir=cache")
 
@@ -29,7 +40,10 @@ def sweep(
     """`base` (the embedded gguf, labelled) and `ckpts/step-200.gguf` (by a glob)."""
     (aime_suite.path / "ckpts").mkdir()
     second = os.environ.get("AGENTEVAL_SWEEP_SECOND_GGUF") or str(agenteval_perturbed_gguf)
-    shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
+    try:  # a hard link, not a copy of 100 MB per test (a test that changes it unlinks it first)
+        os.link(second, aime_suite.path / "ckpts" / "step-200.gguf")
+    except OSError:  # another file system
+        shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
 
     def run(*args: str) -> tuple[pytest.RunResult, Path]:
         result = aime_suite.runpytest_inprocess(
@@ -122,8 +136,10 @@ def test_the_cache_keeps_each_model_apart(sweep, aime_suite: pytest.Pytester) ->
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 0}
     assert "8 of 8 generations from the cache" in again.stdout.str()
-    with (aime_suite.path / "ckpts" / "step-200.gguf").open("ab") as handle:
-        handle.write(b"new weights")  # another file: its fingerprint, its own generations
+    ckpt = aime_suite.path / "ckpts" / "step-200.gguf"
+    weights = ckpt.read_bytes()
+    ckpt.unlink()  # a hard link to the session's file: the new weights go to a file of its own
+    ckpt.write_bytes(weights + b"new weights")  # another file: its fingerprint, its own generations
     _, out = sweep(*FAST)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 4}
