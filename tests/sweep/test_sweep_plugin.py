@@ -65,9 +65,7 @@ def _files(out: Path) -> dict[str, tuple[list[dict], list[dict]]]:
     return {path.name: read_results(path) for path in sorted(out.glob("*.jsonl"))}
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds(sweep, workers: tuple) -> None:
-    result, out = sweep(*FAST, *workers)
+def one_file_and_block_per_model_with_paired_seeds(result: pytest.RunResult, out: Path) -> None:
     assert result.ret == 1  # SmolLM2 solves none in 8 tokens: plain pytest failures
     files = _files(out)
     assert sorted(files) == ["run-base.jsonl", "run-step-200.jsonl"]
@@ -88,6 +86,11 @@ def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds(sweep, wo
     assert "model base: aime25 average@2 0.000" in text
     assert "model step-200: aime25 average@2 0.000" in text
     assert "results: out/run-base.jsonl" in text and "results: out/run-step-200.jsonl" in text
+
+
+def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds_with_xdist(sweep) -> None:
+    # serially: the first run of test_the_cache_keeps_each_model_apart (the same run)
+    one_file_and_block_per_model_with_paired_seeds(*sweep(*FAST, "-n", "2"))
 
 
 @pytest.mark.parametrize(
@@ -130,8 +133,11 @@ def test_an_unnamed_gate_holds_for_every_model_and_all_decide_the_exit(sweep, wo
     assert passed.ret == 0
 
 
-def test_the_cache_keeps_each_model_apart(sweep, aime_suite: pytest.Pytester) -> None:
-    sweep(*FAST)
+def test_a_serial_sweep_writes_one_file_and_block_per_model_and_the_cache_keeps_each_model_apart(
+    sweep, aime_suite: pytest.Pytester
+) -> None:
+    # one run, two tests (merged: test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds[serial])
+    one_file_and_block_per_model_with_paired_seeds(*sweep(*FAST))
     again, out = sweep(*FAST)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 0}
