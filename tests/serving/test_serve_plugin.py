@@ -94,7 +94,7 @@ def test_a_bad_server_flag_is_one_start_up_line_with_the_log_tail(run_suite) -> 
 def test_a_server_killed_mid_run_turns_the_remaining_items_into_errors(run_suite, aime_suite) -> None:
     aime_suite.makeconftest(KILL_AFTER_FIRST)
     # one request at a time and long generations: the kill lands while items are left
-    result, out = run_suite(*FAST, "--val-n=1", "--concurrency=1", "--max-tokens=256", "--temperature=2")
+    result, out = run_suite(*FAST, "--val-n=1", "--concurrency=1", "--max-tokens=128", "--temperature=2")
     problems, (summary,) = read_results(out)
     (log,) = logs(out.parent)
     assert problems[0]["error"] is None
