@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import shutil
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,6 +46,12 @@ def greedy(choice: ModelChoice) -> str:
     return asyncio.run(ask())
 
 
+@pytest.fixture(scope="module")
+def plain_answer() -> str:
+    """The embedded gguf's greedy answer in process: loaded once for the module's tests."""
+    return greedy(ModelChoice("gguf", path=embedded_model_path()))
+
+
 def test_an_adapter_gguf_is_chosen_with_its_base(agenteval_gguf_lora: Path) -> None:
     base = embedded_model_path()
     choice = choose_model(str(agenteval_gguf_lora), (), None, base_model=str(base))
@@ -62,9 +69,8 @@ def test_an_adapter_gguf_without_base_model_is_one_line(agenteval_gguf_lora: Pat
 
 
 def test_a_base_of_another_architecture_is_one_line(agenteval_gguf_lora: Path, tmp_path: Path) -> None:
-    from pytest_agenteval.testing.models import make_gguf_lora
-
-    other = make_gguf_lora(tmp_path / "other-lora.gguf", seed=1)  # an adapter is no base
+    # an adapter is no base: another adapter file (a copy, not a second one made from scratch)
+    other = Path(shutil.copyfile(agenteval_gguf_lora, tmp_path / "other-lora.gguf"))
     with pytest.raises(ValueError) as info:
         choose_model(str(agenteval_gguf_lora), (), None, base_model=str(other))
     assert str(info.value) == (
@@ -73,9 +79,11 @@ def test_a_base_of_another_architecture_is_one_line(agenteval_gguf_lora: Path, t
     )
 
 
-def test_in_process_the_adapter_changes_greedy_generations(agenteval_gguf_lora: Path) -> None:
+def test_in_process_the_adapter_changes_greedy_generations(
+    agenteval_gguf_lora: Path, plain_answer: str
+) -> None:
     base = embedded_model_path()
-    plain = greedy(ModelChoice("gguf", path=base))
+    plain = plain_answer
     adapted = greedy(ModelChoice("gguf", path=agenteval_gguf_lora, base=base))
     again = greedy(ModelChoice("gguf", path=agenteval_gguf_lora, base=base))
     assert plain == "The answer is 5."
@@ -83,8 +91,8 @@ def test_in_process_the_adapter_changes_greedy_generations(agenteval_gguf_lora: 
     assert adapted != plain
 
 
-def test_the_perturbed_gguf_is_another_model(agenteval_perturbed_gguf: Path) -> None:
-    plain = greedy(ModelChoice("gguf", path=embedded_model_path()))
+def test_the_perturbed_gguf_is_another_model(agenteval_perturbed_gguf: Path, plain_answer: str) -> None:
+    plain = plain_answer
     other = greedy(ModelChoice("gguf", path=agenteval_perturbed_gguf))
     assert plain == "The answer is 5."
     assert other not in ("", plain)  # a model that still answers, differently
@@ -132,20 +140,22 @@ def chat(url: str, key: str | None, model: str) -> str:
         return json.loads(response.read())["choices"][0]["message"]["content"]
 
 
-def test_a_launched_server_serves_the_adapter_on_its_base(agenteval_gguf_lora: Path, tmp_path: Path) -> None:
+def test_a_launched_server_serves_the_adapter_on_its_base(
+    agenteval_gguf_lora: Path, llama_server: str, tmp_path: Path
+) -> None:
     pytest.importorskip("uvicorn", reason="the server needs llama-cpp-python[server]")
     base = embedded_model_path()
     adapter = resolve_model_path(str(agenteval_gguf_lora), base_model=str(base))
     assert pick_backend(adapter, "auto") == "llama-cpp"
-    answers = {}
-    for name, model in (("base", resolve_model_path(str(base))), ("adapter", adapter)):
-        held, port = free_port()
-        spec = llama_cpp_command(model, port, n_threads=1, n_ctx=512)
-        server = launch(spec, tmp_path / f"{name}.log", timeout_s=120, held=held)
-        try:
-            answers[name] = chat(spec.url, server.key, spec.served_name)
-        finally:
-            stop(server)
+    # the base's answer from a real llama.cpp server on the same gguf: the session's (no key)
+    answers = {"base": chat(llama_server, None, "smollm2")}
+    held, port = free_port()
+    spec = llama_cpp_command(adapter, port, n_threads=1, n_ctx=512)
+    server = launch(spec, tmp_path / "adapter.log", timeout_s=120, held=held)
+    try:
+        answers["adapter"] = chat(spec.url, server.key, spec.served_name)
+    finally:
+        stop(server)
     argv = list(llama_cpp_command(adapter, 1, n_threads=1, n_ctx=512).argv)
     assert argv[argv.index("--model") + 1] == str(base)
     assert argv[argv.index("--lora_path") + 1] == str(agenteval_gguf_lora)
@@ -161,7 +171,7 @@ def test_a_run_on_the_adapter_records_it_and_its_base(
     from tests.conftest import read_results
 
     base = embedded_model_path()
-    args = (f"--model-path={agenteval_gguf_lora}", f"--base-model={base}", "--max-tokens=8")
+    args = (f"--model-path={agenteval_gguf_lora}", f"--base-model={base}", "--max-tokens=8", "--val-n=1")
     result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512", *workers)
     problems, summaries = read_results(path)
     assert result.ret in (0, 1), result.stderr.str()  # 1: SmolLM2 gets AIME answers wrong
@@ -184,7 +194,13 @@ def test_serve_launches_the_adapter_on_its_base(run_suite, agenteval_gguf_lora: 
     from tests.conftest import read_results
 
     base = embedded_model_path()
-    args = (f"--model-path={agenteval_gguf_lora}", f"--base-model={base}", "--serve", "--max-tokens=8")
+    args = (
+        f"--model-path={agenteval_gguf_lora}",
+        f"--base-model={base}",
+        "--serve",
+        "--max-tokens=8",
+        "--val-n=1",
+    )
     result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512", "-n", "2")
     problems, summaries = read_results(path)
     assert result.ret in (0, 1), result.stderr.str()

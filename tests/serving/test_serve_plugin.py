@@ -40,8 +40,12 @@ def logs(folder: Path) -> list[Path]:
     return sorted(folder.glob("server-agenteval-*.log"))
 
 
-def test_serve_launches_one_server_for_the_run_and_stops_it(run_suite) -> None:
-    result, out = run_suite(*FAST, "--val-n=2")
+def test_serve_launches_one_server_for_the_run_and_stops_it_and_the_cache_key_is_the_model(
+    run_suite, tmp_path: Path
+) -> None:
+    # one launch shared by two tests (merged: test_the_cache_key_is_the_model_not_the_launched_port)
+    cached = (*FAST, "--val-n=2", f"--agenteval-cache-dir={tmp_path / 'cache'}")
+    result, out = run_suite(*cached)
     result.assert_outcomes(failed=4)  # SmolLM2 solves none: failures, not errors
     problems, (summary,) = read_results(out)
     info = served(summary)
@@ -57,6 +61,12 @@ def test_serve_launches_one_server_for_the_run_and_stops_it(run_suite) -> None:
     assert log.read_text().count(POST) == 8  # 4 problems x N=2, all through the one server
     assert all(len(p["generations"]) == 2 for p in problems)
     assert not running(replica["pid"]) and group_empty(replica["pid"])
+    # The cache key is the model, not the launched port: a new server on a new port, all hits.
+    again, out = run_suite(*cached, out="two.jsonl")
+    again.assert_outcomes(failed=4)
+    _, (summary,) = read_results(out)
+    assert summary["backend"]["cache_hits"] == 8
+    assert sum(log.read_text().count(POST) for log in logs(out.parent)) == 8  # all from the first run
 
 
 def test_two_workers_share_the_one_server(run_suite) -> None:
@@ -69,16 +79,6 @@ def test_two_workers_share_the_one_server(run_suite) -> None:
     assert text.count(POST) == 8  # both workers' requests reached it
     assert summary["workers"] == 2
     assert not running(served(summary)["replicas"][0]["pid"])
-
-
-def test_the_cache_key_is_the_model_not_the_launched_port(run_suite, tmp_path: Path) -> None:
-    cached = (*FAST, "--val-n=1", f"--agenteval-cache-dir={tmp_path / 'cache'}")
-    run_suite(*cached, out="one.jsonl")
-    result, out = run_suite(*cached, out="two.jsonl")  # a new server on a new port
-    result.assert_outcomes(failed=4)
-    _, (summary,) = read_results(out)
-    assert summary["backend"]["cache_hits"] == 4
-    assert sum(log.read_text().count(POST) for log in logs(out.parent)) == 4  # all from the first run
 
 
 def test_a_bad_server_flag_is_one_start_up_line_with_the_log_tail(run_suite) -> None:
@@ -94,7 +94,7 @@ def test_a_bad_server_flag_is_one_start_up_line_with_the_log_tail(run_suite) -> 
 def test_a_server_killed_mid_run_turns_the_remaining_items_into_errors(run_suite, aime_suite) -> None:
     aime_suite.makeconftest(KILL_AFTER_FIRST)
     # one request at a time and long generations: the kill lands while items are left
-    result, out = run_suite(*FAST, "--val-n=1", "--concurrency=1", "--max-tokens=256", "--temperature=2")
+    result, out = run_suite(*FAST, "--val-n=1", "--concurrency=1", "--max-tokens=128", "--temperature=2")
     problems, (summary,) = read_results(out)
     (log,) = logs(out.parent)
     assert problems[0]["error"] is None
@@ -113,7 +113,7 @@ def test_a_server_killed_mid_run_turns_the_remaining_items_into_errors(run_suite
 def test_two_replicas_one_killed_the_other_serves_the_rest(run_suite, aime_suite) -> None:
     aime_suite.makeconftest(KILL_AFTER_FIRST)
     result, out = run_suite(
-        *FAST, "--serve-gpus=0-1", "--val-n=2", "--concurrency=1", "--max-tokens=64", "--temperature=2"
+        *FAST, "--serve-gpus=0-1", "--val-n=2", "--concurrency=1", "--max-tokens=32", "--temperature=2"
     )
     result.assert_outcomes(failed=4)  # every item generated: none is an error
     problems, (summary,) = read_results(out)

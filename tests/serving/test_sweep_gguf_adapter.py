@@ -12,12 +12,12 @@ import pytest
 from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.models.serve.commands import llama_cpp_config_command
 from pytest_agenteval.models.serve.resolve import resolve_model_path
-from pytest_agenteval.testing.models import make_gguf_lora
 
 
 @pytest.fixture(scope="module")
-def lora(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_gguf_lora(tmp_path_factory.mktemp("lora") / "lora.gguf", seed=3)
+def lora(agenteval_gguf_lora: Path) -> Path:
+    """The session's gguf LoRA (testing/fixtures.py): any adapter of the embedded gguf will do."""
+    return agenteval_gguf_lora
 
 
 def test_base_and_lora_in_one_config_file_without_the_key(lora: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ models really generate differently; AGENTEVAL_SWEEP_SECOND_GGUF names another on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -18,6 +19,16 @@ import pytest
 
 from pytest_agenteval.models import embedded_model_path
 from tests.conftest import read_results
+
+# The sweep's comparison report draws charts (matplotlib): imported once here, since an
+# in-process run (`runpytest_inprocess`) drops the modules it imported when it ends and
+# each run imported matplotlib afresh (about 1.5 s of CPU a run).
+with contextlib.suppress(ImportError):
+    import matplotlib.figure  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+    import pytest_agenteval.report._charts  # noqa: F401
+    import pytest_agenteval.report._html  # noqa: F401
 
 FAST = ("--limit=2", "--val-n=2", "--max-tokens=8", "--agenteval-cache-dir=cache")
 
@@ -29,7 +40,10 @@ def sweep(
     """`base` (the embedded gguf, labelled) and `ckpts/step-200.gguf` (by a glob)."""
     (aime_suite.path / "ckpts").mkdir()
     second = os.environ.get("AGENTEVAL_SWEEP_SECOND_GGUF") or str(agenteval_perturbed_gguf)
-    shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
+    try:  # a hard link, not a copy of 100 MB per test (a test that changes it unlinks it first)
+        os.link(second, aime_suite.path / "ckpts" / "step-200.gguf")
+    except OSError:  # another file system
+        shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
 
     def run(*args: str) -> tuple[pytest.RunResult, Path]:
         result = aime_suite.runpytest_inprocess(
@@ -51,9 +65,7 @@ def _files(out: Path) -> dict[str, tuple[list[dict], list[dict]]]:
     return {path.name: read_results(path) for path in sorted(out.glob("*.jsonl"))}
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["serial", "xdist"])
-def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds(sweep, workers: tuple) -> None:
-    result, out = sweep(*FAST, *workers)
+def one_file_and_block_per_model_with_paired_seeds(result: pytest.RunResult, out: Path) -> None:
     assert result.ret == 1  # SmolLM2 solves none in 8 tokens: plain pytest failures
     files = _files(out)
     assert sorted(files) == ["run-base.jsonl", "run-step-200.jsonl"]
@@ -74,6 +86,11 @@ def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds(sweep, wo
     assert "model base: aime25 average@2 0.000" in text
     assert "model step-200: aime25 average@2 0.000" in text
     assert "results: out/run-base.jsonl" in text and "results: out/run-step-200.jsonl" in text
+
+
+def test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds_with_xdist(sweep) -> None:
+    # serially: the first run of test_the_cache_keeps_each_model_apart (the same run)
+    one_file_and_block_per_model_with_paired_seeds(*sweep(*FAST, "-n", "2"))
 
 
 @pytest.mark.parametrize(
@@ -116,14 +133,19 @@ def test_an_unnamed_gate_holds_for_every_model_and_all_decide_the_exit(sweep, wo
     assert passed.ret == 0
 
 
-def test_the_cache_keeps_each_model_apart(sweep, aime_suite: pytest.Pytester) -> None:
-    sweep(*FAST)
+def test_a_serial_sweep_writes_one_file_and_block_per_model_and_the_cache_keeps_each_model_apart(
+    sweep, aime_suite: pytest.Pytester
+) -> None:
+    # one run, two tests (merged: test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds[serial])
+    one_file_and_block_per_model_with_paired_seeds(*sweep(*FAST))
     again, out = sweep(*FAST)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 0}
     assert "8 of 8 generations from the cache" in again.stdout.str()
-    with (aime_suite.path / "ckpts" / "step-200.gguf").open("ab") as handle:
-        handle.write(b"new weights")  # another file: its fingerprint, its own generations
+    ckpt = aime_suite.path / "ckpts" / "step-200.gguf"
+    weights = ckpt.read_bytes()
+    ckpt.unlink()  # a hard link to the session's file: the new weights go to a file of its own
+    ckpt.write_bytes(weights + b"new weights")  # another file: its fingerprint, its own generations
     _, out = sweep(*FAST)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 4}
