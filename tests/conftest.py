@@ -33,6 +33,12 @@ import pytest_agenteval.tasks.gaia.suite  # noqa: F401
 
 with contextlib.suppress(ImportError):  # the embedded extra
     import llama_cpp  # noqa: F401
+with contextlib.suppress(ImportError):  # the report extra: a sweep's comparison charts
+    import matplotlib.figure  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
+    import pytest_agenteval.report._charts  # noqa: F401
+    import pytest_agenteval.report._html  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -49,9 +55,10 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
 # dropping what the test imported in-process, and numpy's C extensions cannot be loaded
 # twice ("cannot load module more than once per process"): a later test importing numpy,
 # pandas or numpy.fft again (bfcl-eval's reader, transformers) errored, depending on the
-# order xdist gave the tests. The suites, the scorer (math-verify and sympy), aiohttp and
-# llama.cpp likewise: imported here once, an in-process run (run_suite) does not import them
-# again, about 0.6 s of CPU a run.
+# order xdist gave the tests. The suites, the scorer (math-verify and sympy), aiohttp,
+# llama.cpp and the comparison report's charts (matplotlib) likewise: imported here once, an
+# in-process run (run_suite) does not import them again (about 0.6 s of CPU a run; 1.5 s more
+# for a sweep's run that draws its report).
 
 # How this project's own tests share the xdist workers (README: `python -m pytest -n 2`).
 # A run of folders (the whole suite, `tests/core`) sends a module's tests to one worker

@@ -5,23 +5,12 @@ with `LABEL=replay:FILE`, so the verdicts are exact and the runs take seconds.""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import read_results
-
-# The comparison report's charts (matplotlib), imported once here: an in-process run
-# (`runpytest_inprocess`) drops the modules it imported when it ends, so each run imported
-# matplotlib afresh (about 1.5 s of CPU a run).
-with contextlib.suppress(ImportError):
-    import matplotlib.figure  # noqa: F401
-    import matplotlib.ticker  # noqa: F401
-
-    import pytest_agenteval.report._charts  # noqa: F401
-    import pytest_agenteval.report._html  # noqa: F401
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "sweep"
 STEP200_OVER_BASE = "aime25[step-200].average_at_n >= aime25[base].average_at_n + 0.02"

@@ -9,7 +9,6 @@ models really generate differently; AGENTEVAL_SWEEP_SECOND_GGUF names another on
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -19,16 +18,6 @@ import pytest
 
 from pytest_agenteval.models import embedded_model_path
 from tests.conftest import read_results
-
-# The sweep's comparison report draws charts (matplotlib): imported once here, since an
-# in-process run (`runpytest_inprocess`) drops the modules it imported when it ends and
-# each run imported matplotlib afresh (about 1.5 s of CPU a run).
-with contextlib.suppress(ImportError):
-    import matplotlib.figure  # noqa: F401
-    import matplotlib.ticker  # noqa: F401
-
-    import pytest_agenteval.report._charts  # noqa: F401
-    import pytest_agenteval.report._html  # noqa: F401
 
 FAST = ("--limit=2", "--val-n=2", "--max-tokens=8", "--agenteval-cache-dir=cache")
 
