@@ -138,6 +138,7 @@ class SdkSampler:
         self._session: Session | None = None
         self._slots: PrioritySlots | None = None
         self._counts = Counter[str]()
+        self._sends_before = 0  # the process's sample sends when this sampler's session opened
         self._in_flight = 0
         self._rng = random.Random(0)
         self.think = ThinkSplit.from_settings(settings)  # --think-tags and --thinking as given
@@ -158,6 +159,7 @@ class SdkSampler:
     def session(self) -> Session:
         if self._session is None:
             self._session = open_session(self.adapter, self.settings, self.home)
+            self._sends_before = self.adapter.sample_sends()  # an earlier session's sends are not ours
             # our share of --concurrency, never above what the SDK itself lets through
             self._slots = PrioritySlots(max(1, min(self.concurrency, self._session.max_in_flight)))
         return self._session
@@ -300,7 +302,7 @@ class SdkSampler:
     def stats(self) -> dict[str, Any]:
         """Our counts, and the SDK's: HTTP sends of the sample route beside our attempts, the
         difference being the retries the SDK made on its own."""
-        sends = self.adapter.sample_sends()
+        sends = self.adapter.sample_sends() - self._sends_before
         counts = dict(self._counts)
         if self._session is not None and self._slots is not None:  # summed over processes: totals
             counts["sdk_max_in_flight"] = self._session.max_in_flight
@@ -418,22 +420,22 @@ def doing_what(settings: Any) -> str:
 
 _sends = Counter[str]()
 _sends_lock = threading.Lock()
-_counting_installed = False
 
 
 def count_http_sends(*fragments: str) -> None:
     """Count, per process, the HTTP requests whose path contains one of `fragments`, at
     httpx's transport (both SDKs send through httpx): the SDKs retry without telling, and
-    this is how their retries reach our summary."""
-    global _counting_installed
+    this is how their retries reach our summary. The count only grows; a sampler takes the
+    difference from its session's start. Whether httpx is counted is asked of httpx itself,
+    not remembered here: an httpx imported again (a second `pytest.main` in one process after
+    the first one's modules were dropped) is counted too."""
     import httpx
 
     with _sends_lock:
         _WATCHED.update(fragments)
-        if _counting_installed:
-            return
-        _counting_installed = True
         original = httpx.AsyncHTTPTransport.handle_async_request
+        if getattr(original, "agenteval_counted", False):
+            return
 
         async def counted(self: Any, request: Any) -> Any:
             path = request.url.path
@@ -443,6 +445,7 @@ def count_http_sends(*fragments: str) -> None:
                         _sends[fragment] += 1
             return await original(self, request)
 
+        counted.agenteval_counted = True  # type: ignore[attr-defined]
         httpx.AsyncHTTPTransport.handle_async_request = counted  # type: ignore[method-assign]
 
 
