@@ -9,6 +9,7 @@ import gc
 import io
 import json
 import os
+import py_compile
 import signal
 import subprocess
 import sys
@@ -48,8 +49,12 @@ pytest_plugins = ["pytester"]
 # it compiled, so each compiled the package again: about 0.12 s of CPU a process. The
 # controller compiles it once at the start (a few seconds the first time; a check of the
 # files' times after that); the processes read it, PYTHONDONTWRITEBYTECODE or not.
-if "PYTEST_XDIST_WORKER" not in os.environ:
-    compileall.compile_dir(Path(pytest_agenteval.__file__).parent, quiet=1)
+# Timestamp-checked (with SOURCE_DATE_EPOCH set, py_compile's default is a hash-checked
+# bytecode that compile_dir would write anew at each start); skipped where the package's
+# folder is read-only (an installed package: pip compiled it).
+PACKAGE = Path(pytest_agenteval.__file__).parent
+if "PYTEST_XDIST_WORKER" not in os.environ and os.access(PACKAGE, os.W_OK):
+    compileall.compile_dir(PACKAGE, quiet=1, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
 
 # Loaded before any test: the pytester fixture restores sys.modules when its test ends,
 # dropping what the test imported in-process, and numpy's C extensions cannot be loaded
