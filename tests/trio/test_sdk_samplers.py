@@ -161,12 +161,12 @@ def test_injected_faults_still_give_every_generation(
     run_suite: Any, service: Any, protocol: Any, base_model: str
 ) -> None:
     server = service(fault_rate=0.2, fault_seed=1)
-    # one process of its own, not -n 2 (two workers beside the controller): the SDK's sends
-    # are counted per process (sdk.py count_http_sends), so not in this one, where earlier
-    # in-process runs sent too; the controller's key-by-key sum of the workers' counters is
-    # asserted with -n 2 by test_same_generations_with_and_without_workers
+    # in this process, after earlier in-process runs sent through the SDKs too: the sampler
+    # counts the sends from its session's start (sdk.py), and httpx, imported again by this
+    # run, is counted again; -n 0: the controller's key-by-key sum of the workers' counters
+    # is asserted with -n 2 by test_same_generations_with_and_without_workers
     args = (f"--model-path={protocol.step}", f"--base-model={base_model}", *SMALL, "--val-n=8")
-    result, path = run_suite(*args, subprocess=True)
+    result, path = run_suite(*args)
     result.assert_outcomes(failed=2)
     problems, (summary,) = read_results(path)
     assert sum(len(p["generations"]) for p in problems) == 16 and all(not p.get("error") for p in problems)
