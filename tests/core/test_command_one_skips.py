@@ -8,6 +8,10 @@ a sitecustomize makes Python's path finder not find the named packages, so `impo
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,34 +47,77 @@ TOKENIZER = (
     "pip install torch==2.13.0 && pip install -e '.[transformers]'"
 )
 
-# (hidden packages, what to run, outcomes, the reason every skip gives)
-CASES = [
-    (COMMAND_ONE, ["tests/transformers/test_backend.py", "tests/transformers/test_plugin.py"], 2, BACKEND),
-    (COMMAND_ONE, ["tests/trio/test_sdk_samplers.py", "-k", "same_generations"], 4, TOKENIZER),
-    (
-        NOTHING,
-        ["tests/trio/test_sdk_samplers.py"],
-        1,
-        "the SDK extras are not installed: pip install -e '.[trio,tinker]'",
+# Each run hides a set of packages and runs test files in a process of its own (the
+# sitecustomize acts at interpreter start): (hidden packages, what to run, and per case the
+# folder whose tests it asserts on, its skip count and the reason every skip gives). The
+# backend's and the trio tokenizer's cases hide the same packages, so they share one run: the
+# transformers modules skip at import (a collection skip, which `-k` does not deselect).
+RUNS = {
+    "command-one": (
+        COMMAND_ONE,
+        [
+            "tests/transformers/test_backend.py",
+            "tests/transformers/test_plugin.py",
+            "tests/trio/test_sdk_samplers.py",
+            "-k",
+            "same_generations",
+        ],
     ),
+    "nothing": (NOTHING, ["tests/trio/test_sdk_samplers.py"]),
+}
+CASES = [
+    ("command-one", "tests/transformers/", 2, BACKEND),
+    ("command-one", "tests/trio/", 4, TOKENIZER),
+    ("nothing", "tests/trio/", 1, "the SDK extras are not installed: pip install -e '.[trio,tinker]'"),
 ]
+SKIPPED = re.compile(r"SKIPPED \[(\d+)\] (\S+?):\d+: (.*)")
 
 
-@pytest.mark.parametrize(("hidden", "args", "skipped", "reason"), CASES, ids=["backend", "trio", "no-sdk"])
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pytest.RunResult]:
+    """Each of RUNS once a module, in a process of its own (what `pytester.runpytest_subprocess`
+    does, in a module-scoped folder): the outer pytest's PYTEST_ADDOPTS out, HOME a fresh folder."""
+    results = {}
+    for name, (hidden, args) in RUNS.items():
+        folder = tmp_path_factory.mktemp(name)
+        site = folder / "hide"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(HIDE, encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        env.update(AGENTEVAL_TEST_HIDE=hidden, HOME=str(folder), PY_COLORS="0")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+        paths = [str(REPO / arg) if arg.startswith("tests/") else arg for arg in args]
+        command = [sys.executable, "-m", "pytest", f"--basetemp={folder / 'basetemp'}", *paths]
+        started = time.monotonic()
+        done = subprocess.run(
+            [*command, "-rs", "-p", "no:cacheprovider", "-n", "0"],
+            cwd=folder,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        lines = done.stdout.splitlines(), done.stderr.splitlines()
+        results[name] = pytest.RunResult(done.returncode, *lines, time.monotonic() - started)
+    return results
+
+
+def _under(path: str, *folders: str) -> bool:
+    """Whether a reported path (relative to the run's folder: `../../REPO/tests/trio/...`)
+    lies in one of the repository's folders."""
+    return any(f"/{folder}" in f"/{path}" for folder in folders)
+
+
+@pytest.mark.parametrize(("run", "folder", "skipped", "reason"), CASES, ids=["backend", "trio", "no-sdk"])
 def test_without_command_2_the_tests_that_need_it_skip_with_the_reason(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    hidden: str,
-    args: list[str],
-    skipped: int,
-    reason: str,
+    runs: dict[str, pytest.RunResult], run: str, folder: str, skipped: int, reason: str
 ) -> None:
-    site = pytester.mkdir("hide")
-    (site / "sitecustomize.py").write_text(HIDE, encoding="utf-8")
-    monkeypatch.setenv("AGENTEVAL_TEST_HIDE", hidden)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    paths = [str(REPO / arg) if arg.startswith("tests/") else arg for arg in args]
-    result = pytester.runpytest_subprocess(*paths, "-rs", "-p", "no:cacheprovider", "-n", "0")
-    result.assert_outcomes(skipped=skipped)
-    reasons = [line.split(": ", 1)[1] for line in result.outlines if line.startswith("SKIPPED [")]
-    assert reasons and set(reasons) == {reason}
+    result = runs[run]
+    result.assert_outcomes(skipped=sum(count for name, _, count, _ in CASES if name == run))
+    skips = [match for line in result.outlines if (match := SKIPPED.match(line))]
+    folders = [case[1] for case in CASES if case[0] == run]
+    assert all(_under(match[2], *folders) for match in skips)  # each skip is some case's
+    mine = [match for match in skips if _under(match[2], folder)]
+    assert sum(int(match[1]) for match in mine) == skipped
+    assert mine and {match[3] for match in mine} == {reason}
