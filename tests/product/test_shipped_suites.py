@@ -120,7 +120,10 @@ def _aime_by_name(empty: pytest.Pytester, *args: str) -> pytest.RunResult:
     )
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+# one xdist worker: the controller checks the selection on the first worker's collection
+# (plugin/hooks.py, plugin/batching.py: pytest_xdist_node_collection_finished), which a second
+# worker would not change
+@pytest.mark.parametrize("workers", [(), ("-n", "1")], ids=["one-process", "xdist"])
 def test_start_up_checks_hold_by_name_under_xdist(empty: pytest.Pytester, workers: tuple[str, ...]) -> None:
     """A `--pyargs` node id is relative to the package's folder (`test_aime25.py::...`), not
     to the rootdir: under -n the controller found no suite from it, and every check that
@@ -152,7 +155,7 @@ def test_batch_refuses_retool_by_name_under_xdist(empty: pytest.Pytester, agente
         "--model-revision=test",
         "--batch",
         "-n",
-        "2",
+        "1",  # the first worker's node ids are read, as above
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     refusal = "--batch sends single-turn requests only, and aime25 in retool mode is multi-turn"
