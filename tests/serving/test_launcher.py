@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,27 +73,53 @@ def grandchild_of(log: Path) -> int:
     return int(line.split()[1])
 
 
-def test_start_up_is_ours_keyed_and_torn_down(
-    smollm: ResolvedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("API_KEY", "stray-parent-key")  # must neither leak in nor be overwritten
-    held, port = free_port()
-    spec = llama_cpp_command(smollm, port, n_threads=1, n_ctx=512)
-    server = launch(spec, tmp_path / "server.log", timeout_s=120, held=held)
-    try:
-        assert server.key and len(server.key) >= 24
-        assert list_models(spec.url, server.key) == (200, [smollm.served_name])
-        assert list_models(spec.url, None)[0] == 401  # the per-launch key is required
-        assert server.key not in " ".join(spec.argv)
-        assert list_models(spec.url, "stray-parent-key")[0] == 401
-        assert os.environ["API_KEY"] == "stray-parent-key"  # our key lives in the child's env only
-        assert server.key not in (tmp_path / "server.log").read_text()
-        assert server in ACTIVE
-    finally:
-        problem = stop(server)
-    assert problem is None
-    assert group_empty(server.pid)
-    assert server not in ACTIVE
+@pytest.fixture(scope="module")
+def wrapped_server(smollm: ResolvedModel, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One real llama.cpp server launched through WRAPPER (a forked grandchild beside it),
+    looked at while up, then stopped: what the start-up test and the teardown test assert on
+    (merged: one model load for both; the key checks read the same launch either way)."""
+    folder = tmp_path_factory.mktemp("wrapped")
+    wrapper, log = folder / "wrapper.py", folder / "server.log"
+    wrapper.write_text(WRAPPER)
+    seen: dict[str, Any] = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("API_KEY", "stray-parent-key")  # must neither leak in nor be overwritten
+        held, port = free_port()
+        spec = wrapped(llama_cpp_command(smollm, port, n_threads=1, n_ctx=512), wrapper)
+        server = launch(spec, log, timeout_s=120, held=held)
+        try:
+            grandchild = grandchild_of(log)
+            seen.update(
+                spec=spec, server=server, log=log, grandchild=grandchild,
+                grandchild_running=running(grandchild), members=len(group_members(server.pid)),
+                with_key=list_models(spec.url, server.key), without_key=list_models(spec.url, None),
+                stray_key=list_models(spec.url, "stray-parent-key"), parent_key=os.environ["API_KEY"],
+                active=server in ACTIVE,
+            )  # fmt: skip
+        finally:
+            seen["stopped"] = stop(server)
+    seen.update(
+        grandchild_after=running(grandchild),
+        group_empty=group_empty(server.pid),
+        active_after=server in ACTIVE,
+    )
+    return seen
+
+
+def test_start_up_is_ours_keyed_and_torn_down(wrapped_server: dict[str, Any], smollm: ResolvedModel) -> None:
+    seen = wrapped_server
+    server, spec = seen["server"], seen["spec"]
+    assert server.key and len(server.key) >= 24
+    assert seen["with_key"] == (200, [smollm.served_name])
+    assert seen["without_key"][0] == 401  # the per-launch key is required
+    assert server.key not in " ".join(spec.argv)
+    assert seen["stray_key"][0] == 401
+    assert seen["parent_key"] == "stray-parent-key"  # our key lives in the child's env only
+    assert server.key not in seen["log"].read_text()
+    assert seen["active"]
+    assert seen["stopped"] is None
+    assert seen["group_empty"]
+    assert not seen["active_after"]
 
 
 def test_a_foreign_server_on_the_port_is_refused(
@@ -127,9 +154,9 @@ def test_a_bad_flag_is_one_line_with_the_log_tail(smollm: ResolvedModel, tmp_pat
 
 def test_a_server_that_never_gets_ready_times_out_with_progress_lines(tmp_path: Path) -> None:
     held, port = free_port()
+    # a shell, not a second interpreter: it prints as soon as the guard has started it
     spec = ServerSpec(
-        "llama-cpp", (sys.executable, "-c", "print('loading...', flush=True); import time; time.sleep(99)"),
-        port, "agenteval-x", None, grace_s=1.0,
+        "llama-cpp", ("sh", "-c", "echo loading...; exec sleep 99"), port, "agenteval-x", None, grace_s=1.0
     )  # fmt: skip
     lines: list[str] = []
     with pytest.raises(LaunchError) as info:
@@ -146,19 +173,13 @@ def test_a_server_that_never_gets_ready_times_out_with_progress_lines(tmp_path: 
     assert not ACTIVE
 
 
-def test_teardown_reaches_a_forked_grandchild(smollm: ResolvedModel, tmp_path: Path) -> None:
-    wrapper = tmp_path / "wrapper.py"
-    wrapper.write_text(WRAPPER)
-    held, port = free_port()
-    spec = wrapped(llama_cpp_command(smollm, port, n_threads=1, n_ctx=512), wrapper)
-    log = tmp_path / "server.log"
-    server = launch(spec, log, timeout_s=120, held=held)
-    grandchild = grandchild_of(log)
-    assert running(grandchild)
-    assert len(group_members(server.pid)) == 3  # guard, server, sleep
-    assert stop(server) is None
-    assert not running(grandchild)
-    assert group_empty(server.pid)
+def test_teardown_reaches_a_forked_grandchild(wrapped_server: dict[str, Any]) -> None:
+    seen = wrapped_server
+    assert seen["grandchild_running"]
+    assert seen["members"] == 3  # guard, server, sleep
+    assert seen["stopped"] is None
+    assert not seen["grandchild_after"]
+    assert seen["group_empty"]
 
 
 CONTROLLER = """
@@ -205,8 +226,8 @@ def test_a_sigkilled_controller_leaves_no_server(smollm: ResolvedModel, tmp_path
 
 def test_a_fatal_log_line_fails_the_start_at_once(tmp_path: Path) -> None:
     held, port = free_port()
-    script = "print('torch.OutOfMemoryError: CUDA out of memory', flush=True); import time; time.sleep(99)"
-    spec = ServerSpec("vllm", (sys.executable, "-c", script), port, "agenteval-x", None, grace_s=1.0)
+    script = "echo 'torch.OutOfMemoryError: CUDA out of memory'; exec sleep 99"
+    spec = ServerSpec("vllm", ("sh", "-c", script), port, "agenteval-x", None, grace_s=1.0)
     with pytest.raises(LaunchError) as info:
         launch(spec, tmp_path / "server.log", timeout_s=600, held=held)  # long before the timeout
     assert str(info.value).startswith(

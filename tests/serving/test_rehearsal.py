@@ -8,27 +8,30 @@ where a run asks about what is sent (bodies, cache keys, tokens, n, shards, the 
 completion request a stand-in receives is a line of its log (AGENTEVAL_STANDIN_LOG), and the
 assertions read those lines: a later wave's model sends what a first wave's sends.
 
-Slow by nature (each run starts a pytest controller, 2 xdist workers where it asks for them, the
-servers and the sandbox): 3 models x 2 problems x N=2, a scripted answer, and every run made once per module
-and shared by the tests that read it."""
+Slow by nature (each run is a pytest controller, run in this process as a process in the
+folder would have it, 2 xdist workers where it asks for them, the servers and the sandbox):
+3 models x 2 problems x N=2, a scripted answer, and every run made once per module and shared
+by the tests that read it."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchmarks import gpu_sweep_check
+from pytest_agenteval.cli import main
 from pytest_agenteval.models.serve.probe import PROBE_PROMPT
 from pytest_agenteval.testing.standins import install
-from tests.conftest import read_results
+from tests.conftest import as_a_process, read_results
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE, LORA, OTHER = "base", "lora-step-200", "other"
@@ -112,31 +115,33 @@ class Rehearsal:
             AGENTEVAL_STANDIN_SCRIPT="rehearsal_answers:SCRIPT",
             **(env or {}),
         )
-        command = [
-            sys.executable, "-m", "pytest", "suites/aime25", "-p", "no:cacheprovider", *args,
+        options = [
+            "suites/aime25", "-p", "no:cacheprovider", *args,
             f"--agenteval-out={name}/aime25.jsonl", f"--agenteval-cache-dir={cache}",
         ]  # fmt: skip
-        try:
-            done = subprocess.run(
-                command,
-                cwd=self.folder,
-                env=environ,
-                capture_output=True,
-                text=True,
-                timeout=150,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:  # what it said until then, to see where it stopped
-            said = [
-                part.decode() if isinstance(part, bytes) else part or "" for part in (exc.stderr, exc.stdout)
-            ]
-            pytest.fail(f"the {name} sweep did not end within 150 s:\n{''.join(said)[-4000:]}")
+        # the controller in this process, as a process in the folder would have it (its
+        # environment, working directory, streams): no interpreter to start and import;
+        # the servers, the sandbox and the -n 2 workers are processes of their own as before
+        with as_a_process(self.folder, environ) as (out, err):
+            sys.path[:0] = environ["PYTHONPATH"].split(os.pathsep)  # as PYTHONPATH puts them
+            importlib.invalidate_caches()
+            code = pytest.main(options)
+        done = Done(int(code), out.getvalue(), err.getvalue())
         self.runs[name] = run = Run(self.folder / name, log, done)
         return run
 
 
+@dataclass(frozen=True)
+class Done:
+    """What a run's pytest returned and wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
 class Run:
-    def __init__(self, out: Path, log: Path, done: subprocess.CompletedProcess[str]) -> None:
+    def __init__(self, out: Path, log: Path, done: Done) -> None:
         self.out, self.log, self.done = out, log, done
         lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         # the adapter-is-live probe's two greedy completions at each LoRA's server start
@@ -282,14 +287,9 @@ def test_a_two_shard_sweep_merges(rehearsal: Rehearsal) -> None:
     for label in (BASE, LORA, OTHER):
         files = [str(shard.out / f"aime25-{label}.jsonl") for shard in shards]
         merged = rehearsal.folder / "merged" / f"aime25-{label}.jsonl"
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest_agenteval", "merge", *files, "-o", str(merged)],
-            cwd=rehearsal.folder,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        with as_a_process(rehearsal.folder) as (out, err):  # `python -m pytest_agenteval merge`
+            code = main(["merge", *files, "-o", str(merged)])
+        assert code == 0, out.getvalue() + err.getvalue()
         assert read_results(merged)[1][0]["problems"] == 2
 
 

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pytest_agenteval.models.serve.launcher import group_empty
 from pytest_agenteval.models.serve.session import KEEP_FILE, read_state, stop_kept
 from tests.conftest import interruptible, read_results
@@ -31,6 +33,17 @@ def pytest_runtest_teardown(item):
 """
 
 
+@pytest.fixture(autouse=True)
+def _one_batch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launched llama.cpp servers evaluate prompts on one thread, as the in-process GGUF
+    backend does with --llama-threads 1 (the launcher passes --n_threads only, and
+    llama_cpp.server's n_threads_batch defaults to every core): two threads spin-wait for
+    each other when the xdist workers hold the cores (measured under load: two 6-token
+    completions 22-27 s and 3-4 s more CPU, against 3.3 s with one). llama_cpp.server's
+    settings read N_THREADS_BATCH from the environment, from argv and config-file alike."""
+    monkeypatch.setenv("N_THREADS_BATCH", "1")
+
+
 def served(summary: dict) -> dict:
     assert summary["model"]["backend"] == "openai"
     return summary["model"]["served"]
@@ -43,14 +56,16 @@ def logs(folder: Path) -> list[Path]:
 def test_serve_launches_one_server_for_the_run_and_stops_it_and_the_cache_key_is_the_model(
     run_suite, tmp_path: Path
 ) -> None:
-    # one launch shared by two tests (merged: test_the_cache_key_is_the_model_not_the_launched_port)
+    # one launch shared by three tests (merged: test_the_cache_key_is_the_model_not_the_launched_port
+    # and test_two_workers_share_the_one_server, whose -n 2 run this first run is); the second
+    # run, in one process, launches and stops a server of its own
     cached = (*FAST, "--val-n=2", f"--agenteval-cache-dir={tmp_path / 'cache'}")
-    result, out = run_suite(*cached)
+    result, out = run_suite(*cached, "-n", "2")
     result.assert_outcomes(failed=4)  # SmolLM2 solves none: failures, not errors
     problems, (summary,) = read_results(out)
     info = served(summary)
     (replica,) = info["replicas"]
-    (log,) = logs(out.parent)
+    (log,) = logs(out.parent)  # one server: the controller launched, the workers did not
     assert replica["log"] == str(log)
     assert replica["command"].split()[1:4] == ["-m", "llama_cpp.server", "--model"]
     assert replica["version"] == "0.3.36"
@@ -58,7 +73,10 @@ def test_serve_launches_one_server_for_the_run_and_stops_it_and_the_cache_key_is
     # people read the model they gave (it read `agenteval-b179c9523d0e (openai)`)
     assert summary["model"]["display"] == "SmolLM2-135M-Instruct.Q4_1 (llama-cpp, launched)"
     result.stdout.re_match_lines([r"  model +SmolLM2-135M-Instruct\.Q4_1 \(llama-cpp, launched\)$"])
-    assert log.read_text().count(POST) == 8  # 4 problems x N=2, all through the one server
+    text = log.read_text()
+    assert text.count("# agenteval launch:") == 1
+    assert text.count(POST) == 8  # 4 problems x N=2, both workers' requests through the one server
+    assert summary["workers"] == 2
     assert all(len(p["generations"]) == 2 for p in problems)
     assert not running(replica["pid"]) and group_empty(replica["pid"])
     # The cache key is the model, not the launched port: a new server on a new port, all hits.
@@ -67,18 +85,9 @@ def test_serve_launches_one_server_for_the_run_and_stops_it_and_the_cache_key_is
     _, (summary,) = read_results(out)
     assert summary["backend"]["cache_hits"] == 8
     assert sum(log.read_text().count(POST) for log in logs(out.parent)) == 8  # all from the first run
-
-
-def test_two_workers_share_the_one_server(run_suite) -> None:
-    result, out = run_suite(*FAST, "--val-n=2", "-n", "2")
-    result.assert_outcomes(failed=4)
-    _, (summary,) = read_results(out)
-    (log,) = logs(out.parent)  # one server: the controller launched, the workers did not
-    text = log.read_text()
-    assert text.count("# agenteval launch:") == 1
-    assert text.count(POST) == 8  # both workers' requests reached it
-    assert summary["workers"] == 2
-    assert not running(served(summary)["replicas"][0]["pid"])
+    (own,) = served(summary)["replicas"]
+    assert own["pid"] != replica["pid"] and log.read_text().count("# agenteval launch:") == 2  # its own
+    assert not running(own["pid"]) and group_empty(own["pid"])  # and stopped
 
 
 def test_a_bad_server_flag_is_one_start_up_line_with_the_log_tail(run_suite) -> None:

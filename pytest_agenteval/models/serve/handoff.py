@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_agenteval.api.sampler import SamplerError
 
-POLL_S = 0.2
+POLL_S = 0.1  # a stat of the served file: cheap; a later wave's items see their server 0.1 s late at most
 
 
 def served_file(folder: Path, label: str) -> Path:
