@@ -1,14 +1,12 @@
-"""Real results files of a sweep's models, made by real one-model runs of the plugin on a
-12-problem AIME-style suite (text-only, N=2): `base` and `step-100` (under `-n 2`) are the package's
-test server behind real sockets, answering some problems right and the rest wrong; `step-200`
-is the `replay:` model over recorded lines. 12 problems: enough to pair (>= 10)."""
+"""Real results files of a sweep's models, made by real one-model runs of the plugin (in this
+process) on a 12-problem AIME-style suite (text-only, N=2): `base` and `step-100` (under `-n 2`)
+are the package's test server behind real sockets, answering some problems right and the rest
+wrong; `step-200` is the `replay:` model over recorded lines. 12 problems: enough to pair (>= 10)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import SUITE_FILE, write_jsonl
+from tests.conftest import SUITE_FILE, as_a_process, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEMS = [
@@ -28,27 +26,15 @@ COMMON = ("--mode=text-only", "--val-n=2", "--dataset-path=problems.jsonl", "--a
 
 
 def _run(folder: Path, out: str, *args: str) -> Path:
+    """The plugin on `folder`'s suite in this process (`as_a_process`: no interpreter to start
+    and import), its output kept out of the test's; with -n 2 its workers are processes."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--agenteval-out={out}",
-            *COMMON,
-            *args,
-        ],
-        cwd=folder,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    with as_a_process(folder, env) as (stdout, stderr):
+        pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *COMMON, *args])
     path = folder / out
-    assert path.is_file(), f"the plugin wrote no {out}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert path.is_file(), (
+        f"the plugin wrote no {out}: {stdout.getvalue()[-2000:]}{stderr.getvalue()[-2000:]}"
+    )
     return path
 
 
