@@ -5,8 +5,10 @@ wrong; `step-200` is the `replay:` model over recorded lines. 12 problems: enoug
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,8 +47,25 @@ def _server_config(label: str) -> ServerConfig:
 
 @pytest.fixture(scope="session")
 def sweep_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Label -> its results file, in model order."""
-    folder = tmp_path_factory.mktemp("sweep")
+    """Label -> its results file, in model order. Made once a run: under xdist the workers
+    share them (xdist's own recipe: the workers' common temporary folder and a lock), as
+    tests/sweep_gates' two modules using them usually run on different workers; the files
+    are only read."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return _make_sweep_files(tmp_path_factory.mktemp("sweep"))
+    shared = tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
+    folder = shared / "sweep-gates-files"
+    with open(shared / "sweep-gates-files.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the files, then reads them
+        if not (folder / "made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            _make_sweep_files(folder)
+            (folder / "made").touch()
+    return {label: folder / f"aime25-{label}.jsonl" for label in LABELS}
+
+
+def _make_sweep_files(folder: Path) -> dict[str, Path]:
     (folder / "test_sweep.py").write_text(SUITE_FILE)
     write_jsonl(folder / "problems.jsonl", PROBLEMS)
     made = {}
