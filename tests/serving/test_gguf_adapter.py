@@ -201,7 +201,9 @@ def test_serve_launches_the_adapter_on_its_base(run_suite, agenteval_gguf_lora: 
         "--max-tokens=8",
         "--val-n=1",
     )
-    result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512", "-n", "2")
+    # one process: the launch is the controller's with or without workers, and an adapter
+    # served to -n 2 workers is tests/sweep/test_cpu_sweep_serve.py's (served kind gguf-adapter)
+    result, path = run_suite(*args, "--llama-threads=1", "--n-ctx=512")
     problems, summaries = read_results(path)
     assert result.ret in (0, 1), result.stderr.str()
     assert len(problems) == 4 and all(p["generations"] for p in problems)

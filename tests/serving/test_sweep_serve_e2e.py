@@ -1,7 +1,9 @@
 """`--serve` over a whole sweep through the plugin: the embedded gguf, a gguf LoRA on it (one
 llama.cpp server for both) and a copy of the gguf (a server of its own), one server at a time
-(--serve-max-servers 1), with and without -n 2. Needs sweep-core's parametrisation by model
-(pytest_agenteval/models/sweep.py); until that is merged beside this it skips, saying so."""
+(--serve-max-servers 1), in one process; the same sweep under -n 2 is
+tests/sweep/test_cpu_sweep_serve.py's (one run there for both its tests). Needs sweep-core's
+parametrisation by model (pytest_agenteval/models/sweep.py); until that is merged beside this
+it skips, saying so."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import pytest
 
 from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.testing.models import ModelFiles
+from tests.conftest import TINY_PROBLEMS, write_jsonl
 
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'
+PROBLEMS = 2
 FAST = ("--serve", "--max-tokens=8", "--n-ctx=1024", "--llama-threads=1", "--val-n=1")
 
 pytestmark = pytest.mark.skipif(
@@ -24,9 +28,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one process", "-n 2"])
 def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
-    run_suite, tmp_path: Path, workers, agenteval_model_files: ModelFiles, agenteval_perturbed_gguf: Path
+    run_suite, tmp_path: Path, agenteval_model_files: ModelFiles, agenteval_perturbed_gguf: Path
 ) -> None:
     base = embedded_model_path()
     lora = agenteval_model_files.gguf_lora(seed=1)  # make_gguf_lora(seed=1) on the base, once a session
@@ -37,6 +40,8 @@ def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
         os.link(agenteval_perturbed_gguf, copy)
     except OSError:
         shutil.copyfile(agenteval_perturbed_gguf, copy)
+    # two of the tiny problems: each server still answers its models one after the other
+    data = write_jsonl(tmp_path / "two.jsonl", TINY_PROBLEMS[:PROBLEMS])
     result, out = run_suite(
         *FAST,
         f"--model-path=smol={base}",
@@ -44,14 +49,14 @@ def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
         f"--model-path=copy={copy}",
         f"--base-model={base}",
         "--serve-max-servers=1",
-        *workers,
+        data=data,
     )
     outcomes = result.parseoutcomes()
-    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 12  # 3 models x 4 problems
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3 * PROBLEMS  # 3 models
     assert "errors" not in outcomes and "error" not in outcomes
     logs = sorted(out.parent.glob("server-*.log"))
     assert [p.name for p in logs] == ["server-0-smol.log", "server-1-copy.log"]  # two servers, not three
-    assert [p.read_text().count(POST) for p in logs] == [8, 4]
+    assert [p.read_text().count(POST) for p in logs] == [2 * PROBLEMS, PROBLEMS]
     stderr = result.stderr.str()
     stopped = stderr.index("stopped the server of smol, smol-lora: its items are done")
     assert stopped < stderr.index("starting llama-cpp server 2/2 for copy")  # a wave: one after the other

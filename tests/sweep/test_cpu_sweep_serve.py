@@ -3,12 +3,19 @@ over two models and an adapter with `--serve`. The embedded SmolLM2 gguf is the 
 seeded GGUF LoRA on it stands for a fine-tuned checkpoint (served beside its base by ONE
 llama.cpp server), and a perturbed copy of the gguf is a second full model (a server of its
 own). Three results files, the comparison report, and a gate naming two models that
-decides the exit status with the paired comparison."""
+decides the exit status with the paired comparison. One server up at a time
+(`--serve-max-servers 1`, docs/sweeps.md's CPU example): base and adapter first, the other
+gguf after, the workers handed each wave's servers; the uncapped -n 2 sweep is
+docs/sweeps.md's doc-tested block, every CPU server at once tests/serving/test_sweep_servers.py's."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +28,9 @@ POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 # the docs' example problems, the first ten: the fewest a gate decides on (fewer paired
 # problems fail it closed); each count below is per problem, and ten show it as twelve did
 PROBLEMS = 10
+# SmolLM2 solves none of these in 8 tokens: the LoRA is no worse than the base (delta 0,
+# interval [0, 0]) and, as surely, no better
+NO_WORSE = "aime25[lora-step-200].average_at_n >= aime25[base].average_at_n - 0.5"
 
 
 def _link(source: Path, target: Path) -> None:
@@ -31,24 +41,9 @@ def _link(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-@pytest.fixture
-def sweep_folder(
-    pytester: pytest.Pytester, agenteval_gguf_lora: Path, agenteval_perturbed_gguf: Path
-) -> Path:
-    shutil.copytree(ROOT / "suites" / "aime25", pytester.path / "suites" / "aime25")
-    rows = (ROOT / "docs" / "examples" / "sweep" / "problems.jsonl").read_text().splitlines(keepends=True)
-    (pytester.path / "problems.jsonl").write_text("".join(rows[:PROBLEMS]))
-    (pytester.path / "ckpts").mkdir()
-    _link(agenteval_gguf_lora, pytester.path / "ckpts" / "lora-step-200.gguf")
-    _link(agenteval_perturbed_gguf, pytester.path / "ckpts" / "other.gguf")
-    return pytester.path
-
-
-def _run(pytester: pytest.Pytester, gate: str, xdist: bool = True) -> pytest.RunResult:
-    """As a user runs it: its own process, -n 2; `xdist=False`: in this process, no workers."""
+def _args(gate: str, xdist: bool) -> list[str]:
     base = embedded_model_path()
-    runner = pytester.runpytest_subprocess if xdist else pytester.runpytest_inprocess
-    return runner(
+    return [
         "suites/aime25",
         "-p",
         "no:cacheprovider",
@@ -60,6 +55,7 @@ def _run(pytester: pytest.Pytester, gate: str, xdist: bool = True) -> pytest.Run
         "--max-tokens=8",
         "--n-ctx=1024",
         "--serve",
+        "--serve-max-servers=1",
         f"--model-path=base={base}",
         f"--base-model={base}",
         "--model-path=ckpts/lora-step-200.gguf",
@@ -67,18 +63,70 @@ def _run(pytester: pytest.Pytester, gate: str, xdist: bool = True) -> pytest.Run
         "--agenteval-out=sweep/aime25.jsonl",
         "--agenteval-cache-dir=cache",
         f"--agenteval-gate={gate}",
+    ]
+
+
+@dataclass
+class Sweep:
+    folder: Path
+    result: pytest.RunResult
+    logs: dict[str, str]  # server log name -> its text, as the -n 2 run left it
+    leftovers: list[str]  # what the run left of its serve folders (keys, configs)
+
+
+@pytest.fixture(scope="module")
+def sweep(
+    tmp_path_factory: pytest.TempPathFactory, agenteval_gguf_lora: Path, agenteval_perturbed_gguf: Path
+) -> Sweep:
+    """The sweep as a user runs it (its own process, -n 2), once for the module's two tests:
+    each asserts on its part of it."""
+    folder = tmp_path_factory.mktemp("cpu-sweep")
+    shutil.copytree(ROOT / "suites" / "aime25", folder / "suites" / "aime25")
+    rows = (ROOT / "docs" / "examples" / "sweep" / "problems.jsonl").read_text().splitlines(keepends=True)
+    (folder / "problems.jsonl").write_text("".join(rows[:PROBLEMS]))
+    (folder / "ckpts").mkdir()
+    _link(agenteval_gguf_lora, folder / "ckpts" / "lora-step-200.gguf")
+    _link(agenteval_perturbed_gguf, folder / "ckpts" / "other.gguf")
+    # as pytester's subprocess runs: no outer options, no user config, no colours
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
+    env.update(HOME=str(folder), USERPROFILE=str(folder), PY_COLORS="0")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", f"--basetemp={folder / 'basetemp'}", *_args(NO_WORSE, xdist=True)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    result = pytest.RunResult(
+        done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), time.monotonic() - started
+    )
+    out = folder / "sweep"
+    logs = {p.name: p.read_text() for p in sorted(out.glob("server-*.log"))}
+    return Sweep(folder, result, logs, [p.name for p in out.glob(".agenteval-serve-*")])
+
+
+def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after_with_xdist(sweep: Sweep) -> None:
+    # merged from tests/serving/test_sweep_serve_e2e.py's -n 2 case: the same sweep (the base,
+    # its LoRA and another gguf with --serve, --serve-max-servers 1, -n 2), on the docs' problems
+    outcomes = sweep.result.parseoutcomes()  # the suite's unsolved problems are xfailed
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "xfailed", "xpassed")) == 3 * PROBLEMS
+    assert "errors" not in outcomes and "error" not in outcomes
+    assert list(sweep.logs) == ["server-0-base.log", "server-1-other.log"]  # two servers, not three
+    assert [text.count(POST) for text in sweep.logs.values()] == [2 * PROBLEMS, PROBLEMS]
+    stderr = sweep.result.stderr.str()
+    stopped = stderr.index("stopped the server of base, lora-step-200: its items are done")
+    assert stopped < stderr.index("starting llama-cpp server 2/2 for other")  # a wave: one after the other
+    assert sweep.leftovers == []  # the served files (keys) went with the run
 
 
 def test_two_models_and_an_adapter_in_one_run_with_xdist(
-    pytester: pytest.Pytester, sweep_folder: Path
+    sweep: Sweep, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SmolLM2 solves none of these in 8 tokens: the LoRA is no worse than the base (delta 0,
-    # interval [0, 0]) and, as surely, no better
-    no_worse = "aime25[lora-step-200].average_at_n >= aime25[base].average_at_n - 0.5"
-    result = _run(pytester, no_worse)
+    result = sweep.result
     assert result.ret == 0, result.stdout.str()[-3000:]
-    out = sweep_folder / "sweep"
+    out = sweep.folder / "sweep"
     files = sorted(p.name for p in out.iterdir())
     assert files == [
         "aime25-base.jsonl",
@@ -89,7 +137,7 @@ def test_two_models_and_an_adapter_in_one_run_with_xdist(
         "server-1-other.log",
     ]
     # one server answered the base and the adapter (10 problems each), the other the second gguf
-    posts = [(out / f).read_text().count(POST) for f in files if f.endswith(".log")]
+    posts = [text.count(POST) for text in sweep.logs.values()]
     assert posts == [2 * PROBLEMS, PROBLEMS]
     labels = {}
     for name in ("base", "lora-step-200", "other"):
@@ -110,7 +158,8 @@ def test_two_models_and_an_adapter_in_one_run_with_xdist(
     # the same sweep gated on a gain the LoRA does not show: the gate, not the items, fails it
     # (in this process, no workers: the gate is the controller's either way, and -n 2 ran above)
     gain = "aime25[lora-step-200].average_at_n >= aime25[base].average_at_n + 0.02"
-    again = _run(pytester, gain, xdist=False)
+    monkeypatch.chdir(sweep.folder)  # the sweep's folder (its cache), with pytester's isolation
+    again = pytester.runpytest_inprocess(*_args(gain, xdist=False))
     assert again.ret == 1
     assert any(line.startswith(f"gate FAIL  {gain}") for line in again.outlines)
     summary = read_results(out / "aime25-lora-step-200.jsonl")[1][0]

@@ -123,11 +123,13 @@ def test_an_unnamed_gate_holds_for_every_model_and_all_decide_the_exit(sweep, wo
 
 
 def test_a_serial_sweep_writes_one_file_and_block_per_model_and_the_cache_keeps_each_model_apart(
-    sweep, aime_suite: pytest.Pytester
+    sweep, aime_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # one run, two tests (merged: test_a_sweep_writes_one_file_and_block_per_model_with_paired_seeds[serial])
     one_file_and_block_per_model_with_paired_seeds(*sweep(*FAST))
-    again, out = sweep(*FAST)
+    # the second run, from the cache, is also the JUnit and step-summary test's (merged:
+    # test_junit_and_the_step_summary_have_one_entry_per_suite_and_model, the same FAST sweep)
+    again, out = _junit_and_step_summary(sweep, aime_suite, monkeypatch)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 0}
     assert "8 of 8 generations from the cache" in again.stdout.str()
@@ -138,6 +140,34 @@ def test_a_serial_sweep_writes_one_file_and_block_per_model_and_the_cache_keeps_
     _, out = sweep(*FAST)
     sent = {name: s[0]["requests"]["attempts"] for name, (_, s) in _files(out).items()}
     assert sent == {"run-base.jsonl": 0, "run-step-200.jsonl": 4}
+
+
+def _junit_and_step_summary(
+    sweep, aime_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> tuple[pytest.RunResult, Path]:
+    """JUnit and the step summary have one entry per suite and model."""
+    target = aime_suite.path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    junit = aime_suite.path / "junit.xml"
+    result, out = sweep(*FAST, f"--junitxml={junit}", "--agenteval-gate=aime25.problems >= 2")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert result.ret == 0
+    import xml.etree.ElementTree as ET
+
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
+    assert {k: v for k, v in properties.items() if k.endswith(".problems") or ".gate." in k} == {
+        "agenteval.aime25[base].problems": "2",
+        "agenteval.aime25[step-200].problems": "2",
+        "agenteval.gate.1": "PASS aime25.problems >= 2 [base] (2.0000 >= 2 holds)",
+        "agenteval.gate.2": "PASS aime25.problems >= 2 [step-200] (2.0000 >= 2 holds)",
+    }
+    headings = [line for line in target.read_text().splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### aime25[base] · text-only · SmolLM2-135M-Instruct.Q4_1 (gguf)",
+        "### aime25[step-200] · text-only · step-200 (gguf)",
+        "### Gates",
+    ]
+    return result, out
 
 
 @pytest.mark.parametrize(
@@ -174,28 +204,3 @@ def test_what_a_sweep_cannot_do_is_one_line_at_start_up(sweep, args: tuple, line
     result, _ = sweep(*args)
     assert result.ret == 4
     assert result.errlines == [line] or line in result.errlines
-
-
-def test_junit_and_the_step_summary_have_one_entry_per_suite_and_model(
-    sweep, aime_suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = aime_suite.path / "step_summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    junit = aime_suite.path / "junit.xml"
-    result, _ = sweep(*FAST, f"--junitxml={junit}", "--agenteval-gate=aime25.problems >= 2")
-    assert result.ret == 0
-    import xml.etree.ElementTree as ET
-
-    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).getroot().iter("property")}
-    assert {k: v for k, v in properties.items() if k.endswith(".problems") or ".gate." in k} == {
-        "agenteval.aime25[base].problems": "2",
-        "agenteval.aime25[step-200].problems": "2",
-        "agenteval.gate.1": "PASS aime25.problems >= 2 [base] (2.0000 >= 2 holds)",
-        "agenteval.gate.2": "PASS aime25.problems >= 2 [step-200] (2.0000 >= 2 holds)",
-    }
-    headings = [line for line in target.read_text().splitlines() if line.startswith("### ")]
-    assert headings == [
-        "### aime25[base] · text-only · SmolLM2-135M-Instruct.Q4_1 (gguf)",
-        "### aime25[step-200] · text-only · step-200 (gguf)",
-        "### Gates",
-    ]

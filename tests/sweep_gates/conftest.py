@@ -1,14 +1,14 @@
-"""Real results files of a sweep's models, made by real one-model runs of the plugin on a
-12-problem AIME-style suite (text-only, N=2): `base` and `step-100` (under `-n 2`) are the package's
-test server behind real sockets, answering some problems right and the rest wrong; `step-200`
-is the `replay:` model over recorded lines. 12 problems: enough to pair (>= 10)."""
+"""Real results files of a sweep's models, made by real one-model runs of the plugin (in this
+process) on a 12-problem AIME-style suite (text-only, N=2): `base` and `step-100` (under `-n 2`)
+are the package's test server behind real sockets, answering some problems right and the rest
+wrong; `step-200` is the `replay:` model over recorded lines. 12 problems: enough to pair (>= 10)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-import subprocess
-import sys
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import SUITE_FILE, write_jsonl
+from tests.conftest import SUITE_FILE, as_a_process, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 PROBLEMS = [
@@ -28,27 +28,15 @@ COMMON = ("--mode=text-only", "--val-n=2", "--dataset-path=problems.jsonl", "--a
 
 
 def _run(folder: Path, out: str, *args: str) -> Path:
+    """The plugin on `folder`'s suite in this process (`as_a_process`: no interpreter to start
+    and import), its output kept out of the test's; with -n 2 its workers are processes."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--agenteval-out={out}",
-            *COMMON,
-            *args,
-        ],
-        cwd=folder,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    with as_a_process(folder, env) as (stdout, stderr):
+        pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *COMMON, *args])
     path = folder / out
-    assert path.is_file(), f"the plugin wrote no {out}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert path.is_file(), (
+        f"the plugin wrote no {out}: {stdout.getvalue()[-2000:]}{stderr.getvalue()[-2000:]}"
+    )
     return path
 
 
@@ -59,8 +47,25 @@ def _server_config(label: str) -> ServerConfig:
 
 @pytest.fixture(scope="session")
 def sweep_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Label -> its results file, in model order."""
-    folder = tmp_path_factory.mktemp("sweep")
+    """Label -> its results file, in model order. Made once a run: under xdist the workers
+    share them (xdist's own recipe: the workers' common temporary folder and a lock), as
+    tests/sweep_gates' two modules using them usually run on different workers; the files
+    are only read."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return _make_sweep_files(tmp_path_factory.mktemp("sweep"))
+    shared = tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
+    folder = shared / "sweep-gates-files"
+    with open(shared / "sweep-gates-files.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits for the files, then reads them
+        if not (folder / "made").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            _make_sweep_files(folder)
+            (folder / "made").touch()
+    return {label: folder / f"aime25-{label}.jsonl" for label in LABELS}
+
+
+def _make_sweep_files(folder: Path) -> dict[str, Path]:
     (folder / "test_sweep.py").write_text(SUITE_FILE)
     write_jsonl(folder / "problems.jsonl", PROBLEMS)
     made = {}
