@@ -39,7 +39,9 @@ def test_an_unreachable_hub_is_one_line_within_seconds(
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
     started = time.monotonic()
-    result = aime_suite.runpytest_subprocess(
+    # in this process: the probe reads HF_ENDPOINT when it asks, and stops the run before
+    # the datasets library (which reads its environment at import) is called
+    result = aime_suite.runpytest_inprocess(
         "-p", "no:cacheprovider", "--model-path=replay:none.jsonl", "--co"
     )
     elapsed = time.monotonic() - started
