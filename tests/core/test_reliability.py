@@ -15,9 +15,17 @@ import pytest
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import interruptible, read_results, write_jsonl
+from tests.core._rewritten_bytecode import write_rewritten_bytecode
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
 SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def rewritten_plugin_bytecode() -> None:
+    """Two pytest processes and six xdist workers: each reads the plugin's rewritten
+    bytecode instead of rewriting it (tests/core/_rewritten_bytecode.py)."""
+    write_rewritten_bytecode()
 
 
 def _faults(server: OpenAITestServer) -> Counter:
@@ -29,7 +37,10 @@ def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run
     config = ServerConfig(
         answer=SEEDED_ANSWER,
         fault_rate=0.2,
-        fault_seed=7,
+        # every kind drawn, 20 faults in 140 attempts, at most 2 in a row for a sample: seed 7
+        # drew 7 in a row for one sample, whose 7th backoff (up to 32 s, full jitter) was
+        # most of the run, and an 8th fault would have been its last attempt (--max-attempts 8)
+        fault_seed=287,
         retry_after="0.05",
         stall_s=3,
         fault_kinds={"429": 1, "500": 1, "reset": 1, "stall": 1, "truncated": 1},
@@ -44,7 +55,9 @@ def test_twenty_percent_faults_lose_nothing_and_retries_match_the_server_log(run
             "2",
             data=data,
         )
-        time.sleep(0.5)  # the server logs a stall when its connection closes
+        deadline = time.monotonic() + 10  # the server logs a stall when its connection closes
+        while server.in_flight and time.monotonic() < deadline:
+            time.sleep(0.02)
         faults = _faults(server)
     problems, (summary,) = read_results(out)
     assert summary["complete"] is True and len(problems) == 30
@@ -111,6 +124,7 @@ def test_sigkill_then_the_same_command_requests_only_what_never_finished(aime_su
         time.sleep(0.5)  # requests in flight at the kill finish on the server side
         first_keys = {r["key"] for r in server.requests}
         server.reset()
+        server.config.latency_ms = 0  # the latency was for the kill to land mid-run
         # the same command again, in this process: only the first run needs one of its own
         aime_suite.runpytest_inprocess(*command[3:])
         second_keys = [r["key"] for r in server.requests]
@@ -144,6 +158,7 @@ def test_ctrl_c_keeps_every_finished_item_and_lf_finishes_from_the_cache(aime_su
         assert summary["complete"] is False and len(summary["missing"]) == 30 - len(problems) > 0
         assert all(len(p["generations"]) == 4 for p in problems)
         server.reset()
+        server.config.latency_ms = 0  # the latency was for the Ctrl-C to land mid-run
         aime_suite.runpytest_inprocess(*command[3:], "--lf")  # in this process: no signal to send it
         rerun, _ = read_results(out)
     assert sorted(p["problem_id"] for p in rerun) == sorted(
