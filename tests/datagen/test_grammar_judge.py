@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -75,25 +77,26 @@ def test_params_without_a_schema_keep_the_fields_of_every_cache_key() -> None:
     assert SamplingParams(**{**held.as_dict(), "stop": ()}) == held  # a re-ask rebuilds it whole
 
 
-@pytest.mark.parametrize("kind", ["pointwise", "pairwise"])
-def test_the_embedded_model_under_the_grammar_writes_a_verdict_that_parses(kind: str) -> None:
-    """In prompt mode SmolLM2-135M never wrote the object (valid_rate 0.00); held to the
-    schema it always does, and stops by itself within the budget."""
+@pytest.fixture(scope="module")
+def embedded() -> Iterator[Any]:
+    """The embedded SmolLM2, loaded once for both kinds: each call evaluates its prompt with
+    the grammar of its own request, whatever the call before it was."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the embedded model)")
     from pytest_agenteval.models import LlamaSampler, embedded_model_path
 
     sampler = LlamaSampler(embedded_model_path(), embedded=True, n_ctx=2048)
+    yield sampler
+    asyncio.run(sampler.aclose())
+
+
+@pytest.mark.parametrize("kind", ["pointwise", "pairwise"])
+def test_the_embedded_model_under_the_grammar_writes_a_verdict_that_parses(embedded: Any, kind: str) -> None:
+    """In prompt mode SmolLM2-135M never wrote the object (valid_rate 0.00); held to the
+    schema it always does, and stops by itself within the budget."""
     params = SamplingParams(
         0.0, 1.0, 0, grammar_max_tokens(kind), 11, json_schema=json.dumps(grammar_schema(kind, NONCE))
     )
-
-    async def ask() -> object:
-        try:
-            return await sampler.complete(MESSAGES[kind], params)
-        finally:
-            await sampler.aclose()
-
-    completion = asyncio.run(ask())
+    completion = asyncio.run(embedded.complete(MESSAGES[kind], params))
     parsed = parse_reply(completion.text, NONCE, kind)
     assert (parsed.ok, parsed.error, completion.finish_reason) == (True, "", "stop")
     assert completion.completion_tokens <= grammar_max_tokens(kind)

@@ -5,11 +5,11 @@ chromium-driver, driven by Selenium; never a downloaded browser), against the re
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agenteval.report import review
 from pytest_agenteval.report._review_page import PAGE
 from pytest_agenteval.tasks.datagen import verifications_path
 
@@ -45,42 +46,44 @@ ITEMS = [
 ]  # fmt: skip
 
 
+def _serve(argv: list[str], write_fd: int) -> None:
+    """The forked child: the review command's own main(), its stdout the pipe to the test."""
+    os.dup2(write_fd, 1)
+    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", closefd=False)
+    sys.exit(review.main(argv))
+
+
 class ReviewServer:
+    """`pytest_agenteval review DATA --port 0` in a process of its own, forked from this one:
+    the product's main() serving over a real socket until SIGTERM, as the command does, without
+    an interpreter start and the package's imports (numpy, aiohttp: about 1 s of CPU) per test.
+    The command line itself (`python -m pytest_agenteval review`) is test_cli's and
+    test_review_host's."""
+
     def __init__(self, data: Path) -> None:
         self.data = data
         self.store = verifications_path(data)
-        self.process: subprocess.Popen[str] | None = None
+        self.process: Any = None
         self.url = ""
 
     def start(self) -> str:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "pytest_agenteval",
-                "review",
-                str(self.data),
-                "--port",
-                "0",
-                "--annotator",
-                "ann",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
+        read_fd, write_fd = os.pipe()
+        argv = [str(self.data), "--port", "0", "--annotator", "ann"]
+        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(argv, write_fd))
+        self.process.start()
+        os.close(write_fd)
+        with os.fdopen(read_fd, encoding="utf-8") as stdout:
+            line = stdout.readline()
         match = re.search(r"REVIEW (http://127\.0\.0\.1:\d+/)", line)
         assert match, f"review server did not start: {line!r}"
         self.url = match.group(1)
         return self.url
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=10)
+        if self.process is not None and self.process.is_alive():
+            os.kill(self.process.pid, signal.SIGTERM)
+            self.process.join(timeout=10)
+            assert self.process.exitcode == 0, self.process.exitcode
 
     def saved(self) -> dict[str, Any]:
         return json.loads(self.store.read_text(encoding="utf-8"))

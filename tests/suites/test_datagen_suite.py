@@ -272,13 +272,21 @@ def test_the_summary_includes_human_approval_when_verifications_exist(datagen: p
     assert re.search(r"human +approved 0\.50 \[0\.09, 0\.91\] of 2 verified \(1 stale\)", result.stdout.str())
 
 
+# One short item without a solution for the runs that judge with the real model: its judge
+# prompts are the template's (about 250 tokens, ~40 fewer than GENERATED[0]'s), and the
+# model's prompt evaluation is most of these runs' time (the reply is the grammar's either way)
+SHORT = [{"problem_id": "g-alg", "problem": "Find 2 + 3.", "answer": "5", "topic": "algebra"}]
+
+
 def test_the_embedded_model_judges_offline_under_a_grammar_and_every_verdict_parses(
     datagen: pytest.Pytester,
 ) -> None:
     """SmolLM2-135M in prompt mode never wrote the verdict object (valid_rate 0.00): held
     to the verdict schema by a llama.cpp grammar, every verdict of an item parses (one item:
     three grammar-held calls of up to 501 tokens; the docs' offline example runs four)."""
-    result, (problems, (summary,)) = run(datagen, "--limit=1", "--datagen-reasks=0", "--llama-threads=1")
+    result, (problems, (summary,)) = run(
+        datagen, "--limit=1", "--datagen-reasks=0", "--llama-threads=1", generated=SHORT
+    )
     assert result.ret in (0, 1)  # passes or failures, never an error
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 1 and "error" not in outcomes
@@ -327,7 +335,7 @@ def test_a_real_llama_cpp_server_is_negotiated_down_to_its_grammar(
     schema into a grammar: the embedded model then writes parseable verdicts."""
     result, (problems, (summary,)) = run(
         datagen, f"--judge-endpoint={llama_server}", "--judge-model=smollm2", "--limit=1",
-        "--max-tokens=200", "--datagen-reasks=0",
+        "--max-tokens=200", "--datagen-reasks=0", generated=SHORT,
     )  # fmt: skip
     assert result.ret in (0, 1)  # verdicts, not errors
     judge = summary["judge"]["per_judge"]["smollm2"]
