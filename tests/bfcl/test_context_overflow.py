@@ -20,6 +20,7 @@ from pytest_agenteval.testing._render import estimate_prompt_tokens
 from tests._oracle import require_oracle
 from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 from tests.bfcl.mt_script import GroundTruthModel
+from tests.bfcl.small_data import memo_kept, small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -129,9 +130,18 @@ def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_cou
     first = max(estimate_prompt_tokens({"messages": prompt_messages(e)}) for e in selected)
     context = first + (1024 if style == "vllm" else 0) + 1  # vLLM counts --max-tokens in
     config = ServerConfig(script=GroundTruthModel(selected), context_tokens=context, context_style=style)
-    with OpenAITestServer(config) as server:
+    # under xdist, each worker parses and collects a copy of each data file's first 5 entries
+    # (the first of each category is selected), not all 10,306
+    data = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if workers != "0" else []
+    with memo_kept(), OpenAITestServer(config) as server:
         result = bfcl.runpytest(
-            *SELECT, f"--endpoint={server.url}", "--model-name=mock-model", "--max-tokens=1024", "-n", workers
+            *SELECT,
+            f"--endpoint={server.url}",
+            "--model-name=mock-model",
+            "--max-tokens=1024",
+            "-n",
+            workers,
+            *data,
         )
         refused = [r for r in server.requests if r["outcome"] == "400"]
     result.assert_outcomes(failed=4)

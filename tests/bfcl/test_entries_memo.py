@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
-from pytest_agenteval.tasks.bfcl._data import find_data_dir
 from pytest_agenteval.tasks.bfcl.suite import all_entries
 from tests.bfcl.entries_guard import fresh_entries
+from tests.bfcl.small_data import small_bfcl_data
 
 
 def test_the_installed_folder_parses_once_and_equals_a_fresh_parse() -> None:
@@ -21,8 +20,9 @@ def test_the_installed_folder_parses_once_and_equals_a_fresh_parse() -> None:
 
 
 def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
-    folder = tmp_path / "data"
-    shutil.copytree(find_data_dir(), folder)
+    # a copy with each file's first 5 entries: the memo is keyed on the folder's files, not on
+    # their size, and each of the four parses below takes milliseconds, not 2 s
+    folder = small_bfcl_data(tmp_path / "data", per_file=5)
     before = all_entries(folder)
     assert all(a is b for a, b in zip(before, all_entries(folder), strict=True))
 
@@ -31,7 +31,7 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path) -> None:
         path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:-1]), encoding="utf-8")
     after = all_entries(folder)
     simple = [getattr(e, "id", None) for e in after if getattr(e, "category", None) == "simple_python"]
-    assert len(simple) == 399 and "simple_python_399" not in simple
+    assert len(simple) == 4 and "simple_python_4" not in simple
 
     # the same size, the old modification time put back (as `cp -p` or `rsync -a` do)
     path = folder / "BFCL_v4_irrelevance.json"

@@ -18,6 +18,7 @@ from tests.bfcl.entries_guard import (
     bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
 )
 from tests.bfcl.mt_script import GroundTruthModel
+from tests.bfcl.small_data import memo_kept, small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -80,10 +81,14 @@ def scripted_run(
     shared_runs: dict, bfcl: pytest.Pytester, selected, *args: str
 ) -> tuple[pytest.RunResult, pytest.Pytester]:
     """`run` against the GroundTruthModel on a fresh test server, shared by the tests that
-    ask for the same arguments; returns the result and the folder that holds r.jsonl."""
+    ask for the same arguments; returns the result and the folder that holds r.jsonl. Under
+    xdist, the selected items (each category's first two) come from a copy of each data
+    file's first 5 entries: each worker parses and collects those, not all 10,306."""
     if args not in shared_runs:
-        with OpenAITestServer(ServerConfig(script=GroundTruthModel(selected, wrong=[WRONG]))) as server:
-            shared_runs[args] = run(bfcl, server.url, *args), bfcl
+        more = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if "-n" in args else []
+        model = GroundTruthModel(selected, wrong=[WRONG])
+        with memo_kept(), OpenAITestServer(ServerConfig(script=model)) as server:
+            shared_runs[args] = run(bfcl, server.url, *args, *more), bfcl
     return shared_runs[args]
 
 
