@@ -144,9 +144,26 @@ def make_perturbed_gguf(
 def make_hf_checkpoint(out: Path, *, base: Path | None = None) -> Path:
     """The gguf `base` (default: the embedded model) dequantized to fp32 and saved with
     transformers' save_pretrained in the folder `out` (needs torch and transformers)."""
+    import gguf
+
     from pytest_agenteval.models.backends.checkpoint import checkpoint_from_gguf
 
-    checkpoint_from_gguf(_base_gguf(base), out)
+    # transformers parses the gguf anew for its config, its tokenizer (twice) and its
+    # weights, about 2.8 s of CPU each: they read the base's one parsed reader instead
+    # (read-only, a memory map), the same bytes come out
+    source = _base_gguf(base)
+    reader, original = _base_reader(source), gguf.GGUFReader
+
+    def shared(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs and Path(path).resolve() == source.resolve():
+            return reader
+        return original(path, *args, **kwargs)
+
+    gguf.GGUFReader = shared
+    try:
+        checkpoint_from_gguf(source, out)
+    finally:
+        gguf.GGUFReader = original
     return out
 
 
