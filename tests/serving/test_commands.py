@@ -122,7 +122,8 @@ def test_llama_cpp_command_turns_off_its_hidden_sampling_defaults(tmp_path: Path
     spec = llama_cpp_command(model, 5555, n_threads=1, n_ctx=2048)
     assert spec.argv[1:] == (
         "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", model.served_name,
-        "--host", "127.0.0.1", "--port", "5555", "--n_threads", "1", "--n_ctx", "2048",
+        "--host", "127.0.0.1", "--port", "5555",
+        "--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", "2048",
     )  # fmt: skip
     assert dict(spec.sampling_defaults) == {"min_p": 0.0, "repeat_penalty": 1.0, "top_k": 0}
     assert spec.key_env == "API_KEY"

@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from pytest_agenteval.models.serve.launcher import group_empty
 from pytest_agenteval.models.serve.session import KEEP_FILE, read_state, stop_kept
 from tests.conftest import interruptible, read_results
@@ -31,17 +29,6 @@ def pytest_runtest_teardown(item):
         done.append(item.nodeid)
         os.killpg(ACTIVE[0].pid, signal.SIGKILL)
 """
-
-
-@pytest.fixture(autouse=True)
-def _one_batch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launched llama.cpp servers evaluate prompts on one thread, as the in-process GGUF
-    backend does with --llama-threads 1 (the launcher passes --n_threads only, and
-    llama_cpp.server's n_threads_batch defaults to every core): two threads spin-wait for
-    each other when the xdist workers hold the cores (measured under load: two 6-token
-    completions 22-27 s and 3-4 s more CPU, against 3.3 s with one). llama_cpp.server's
-    settings read N_THREADS_BATCH from the environment, from argv and config-file alike."""
-    monkeypatch.setenv("N_THREADS_BATCH", "1")
 
 
 def served(summary: dict) -> dict:

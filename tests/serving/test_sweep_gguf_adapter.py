@@ -33,10 +33,17 @@ def test_base_and_lora_in_one_config_file_without_the_key(lora: Path, tmp_path: 
         "host": "127.0.0.1",
         "port": 4321,
         "models": [
-            {"model_alias": "a-base", "n_threads": 2, "n_ctx": 512, "model": str(embedded_model_path())},
+            {
+                "model_alias": "a-base",
+                "n_threads": 2,
+                "n_threads_batch": 2,
+                "n_ctx": 512,
+                "model": str(embedded_model_path()),
+            },
             {
                 "model_alias": "a-lora",
                 "n_threads": 2,
+                "n_threads_batch": 2,
                 "n_ctx": 512,
                 "model": str(embedded_model_path()),
                 "lora_path": str(lora),

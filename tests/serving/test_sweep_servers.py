@@ -100,17 +100,6 @@ POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 PER_MODEL = 2
 
 
-@pytest.fixture(autouse=True)
-def _one_batch_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The launched llama.cpp servers evaluate prompts on one thread, as the in-process GGUF
-    backend does with --llama-threads 1 (the launcher passes --n_threads only, and
-    llama_cpp.server's n_threads_batch defaults to every core): two threads spin-wait for
-    each other when the xdist workers hold the cores (measured under load: two 6-token
-    completions 22-27 s and 3-4 s more CPU, against 3.3 s with one). llama_cpp.server's
-    settings read N_THREADS_BATCH from the environment, from argv and config-file alike."""
-    monkeypatch.setenv("N_THREADS_BATCH", "1")
-
-
 @pytest.fixture(scope="module")
 def copy_of_the_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second path with the base's bytes (a server of its own), made once for the module:
