@@ -312,6 +312,8 @@ def llama_server() -> Any:
             str(port),
             "--n_threads",
             "1",
+            "--n_threads_batch",  # prompts on one thread too: the default (every core) spins
+            "1",
             "--n_ctx",
             "2048",
             "--model_alias",
