@@ -13,7 +13,6 @@ import pytest
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import TINY_PROBLEMS, write_jsonl
-from tests.core._rewritten_bytecode import write_rewritten_bytecode
 
 # problem 0 (30 + 40) is always solved; problem 1 (12 * 49) too when the row says so
 SOLVED = {"What is 30 + 40?": "\\boxed{70}", "What is 12 * 49?": "\\boxed{588}"}
@@ -262,13 +261,6 @@ def _cases() -> list[object]:
                 status = exits[list(GATES).index(gate)]  # type: ignore[index]
                 cases.append(pytest.param(name, workers, gate, status, id=f"{name}-n{workers}-gate-{gate}"))
     return cases
-
-
-@pytest.fixture(scope="module", autouse=True)
-def rewritten_plugin_bytecode() -> None:
-    """The 37 inner `-n 2` runs start 74 workers: each reads the plugin's rewritten bytecode
-    instead of rewriting it (tests/core/_rewritten_bytecode.py)."""
-    write_rewritten_bytecode()
 
 
 @pytest.mark.parametrize(("name", "workers", "gate", "status"), _cases())

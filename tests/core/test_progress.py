@@ -13,19 +13,11 @@ import pytest
 
 from pytest_agenteval.plugin.progress import Rates, add_record, format_line
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.core._rewritten_bytecode import write_rewritten_bytecode
 
 LINE = re.compile(
     r"agenteval (\d+)/16 generations \(\d+%\) \| \d+ tok \(\d+ tok/s\) \| (\d+) in flight "
     r"\| ETA (\?|~\d+(s| min))( \(by --max-tokens\))?"
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def rewritten_plugin_bytecode() -> None:
-    """Six pytest processes and four xdist workers: each reads the plugin's rewritten
-    bytecode instead of rewriting it (tests/core/_rewritten_bytecode.py)."""
-    write_rewritten_bytecode()
 
 
 def screen(raw: str) -> list[str]:

@@ -15,17 +15,9 @@ import pytest
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
 from tests.conftest import interruptible, read_results, write_jsonl
-from tests.core._rewritten_bytecode import write_rewritten_bytecode
 
 THIRTY = [{"id": i, "problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(30)]
 SEEDED_ANSWER = "I think \\boxed{14} (seed {seed})"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def rewritten_plugin_bytecode() -> None:
-    """Two pytest processes and six xdist workers: each reads the plugin's rewritten
-    bytecode instead of rewriting it (tests/core/_rewritten_bytecode.py)."""
-    write_rewritten_bytecode()
 
 
 def _faults(server: OpenAITestServer) -> Counter:
