@@ -68,8 +68,8 @@ OPTIONS: tuple[Option, ...] = group(
             "llama_threads",
             "--llama-threads",
             1,
-            "threads per process for in-process GGUF models "
-            "(1 holds up best when xdist workers share the cores)",
+            "threads of a GGUF model, in process or a --serve llama.cpp server, for generation and "
+            "prompts alike (1 holds up best when xdist workers share the cores)",
             int,
         ),
         Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
