@@ -91,9 +91,12 @@ CODE = {"code": "print(30 + 40)"}
 
 
 def _run_retool(suite: pytest.Pytester, script: Any, out: Path, *extra: str) -> pytest.RunResult:
-    """Two retool items of the tiny data on the test server playing `script`."""
-    with OpenAITestServer(ServerConfig(script=script)) as server:
-        return suite.runpytest_subprocess(
+    """Two retool items of the tiny data on the test server playing `script`: the controller
+    in this process, with the probe's per-process memo emptied for the run (restored after),
+    as in a process of its own; xdist's workers are processes of their own."""
+    with OpenAITestServer(ServerConfig(script=script)) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_probe, "_cache", {})
+        return suite.runpytest_inprocess(
             "-p", "no:cacheprovider", "--dataset-path=tiny.jsonl", f"--endpoint={server.url}",
             "--mode=retool", "--limit=2", "--val-n=1", f"--agenteval-out={out}", *extra,
         )  # fmt: skip
