@@ -1,7 +1,8 @@
 """The `slurm_cluster` fixture: a real single-node SLURM cluster (tests/cluster/slurm.py),
-started once per module and stopped after it. Without slurm-wlm and munge, or not as
-root, its tests skip saying so; under AGENTEVAL_CI=1 (.ci/run, root) they fail instead:
-a missing cluster in CI must not pass by skipping."""
+started once for the folder's modules (a worker of -n 2 starts its own) and stopped after
+them; each test waits for its own jobs, so none sees another's. Without slurm-wlm and
+munge, or not as root, its tests skip saying so; under AGENTEVAL_CI=1 (.ci/run, root) they
+fail instead: a missing cluster in CI must not pass by skipping."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests._oracle import require_oracle
 from tests.cluster.slurm import SlurmCluster, why_no_cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     reason = why_no_cluster()
     if reason is not None:

@@ -27,6 +27,9 @@ not `localhost`):
   so `nproc` tasks run at once (select/linear would give each task the whole node).
 - `SchedulerType=sched/builtin`: plain FIFO, a pending task starts as soon as a core frees
   (backfill adds nothing on one node and waits for its interval).
+- `SchedulerParameters=batch_sched_delay=0`: a batch job is scheduled at slurmctld's next
+  one-second tick, not up to 3 s later (the default): a four-task array on two cores, then
+  the merge depending on it, waited about 3 s at each of those steps.
 - `ReturnToService=2`: the node comes up idle when slurmd registers, with no
   `scontrol update state=resume`.
 - `KillWait=2`: `scancel` sends SIGTERM, then SIGKILL 2 s later (30 s by default).
@@ -105,6 +108,7 @@ JobCompType=jobcomp/none
 MpiDefault=none
 SwitchType=switch/none
 SchedulerType=sched/builtin
+SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2

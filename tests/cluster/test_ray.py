@@ -1,7 +1,9 @@
 """The Ray recipe, examples/ray/run_shards.py, run as written on a local Ray instance
-(`ray.init(address="local", num_cpus=2)`, CPU tasks: `--num-gpus 0`): its shards are Ray
-tasks running `python -m pytest ... --agenteval-shard I/N` against the package's test server
-(real sockets, counted requests), then `pytest-agenteval merge` on the driver. Ray is an
+(`ray.init(address="local", num_cpus=2)`, CPU tasks: `--num-gpus 0`) and, for the other
+tests, connected to a running Ray cluster (`--address`, as on a cluster's head node: one
+`ray start --head` for the module, two CPUs, no GPU): its shards are Ray tasks running
+`python -m pytest ... --agenteval-shard I/N` against the package's test server (real
+sockets, counted requests), then `pytest-agenteval merge` on the driver. Ray is an
 optional extra (`pip install -e '.[ray]'`, README command 2): without it these tests skip,
 and under AGENTEVAL_CI=1 fail (tests/_oracle.py)."""
 
@@ -10,9 +12,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,6 +40,52 @@ def _ray_installed() -> None:
 
 
 SCRIPT = REPO / "examples" / "ray" / "run_shards.py"
+# Ray 2.60's `ray start` asks for an auth token unless told otherwise; ray.init's local instance does not
+NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Ray head node for the module (`ray start --head --block`, two CPUs, no GPU to see:
+    CUDA_VISIBLE_DEVICES is empty), its address. Its tasks run with its environment (this
+    checkout first on the path). Stopped by stopping that process, which stops what it
+    started (not `ray stop`: that stops every Ray instance on the machine)."""
+    ray = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    head = subprocess.Popen(
+        [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+         "--disable-usage-stats", f"--dashboard-port={free_port()}",
+         f"--dashboard-agent-listen-port={free_port()}"],
+        cwd=tmp_path_factory.mktemp("ray-head"),
+        env={**child_environment(), **NO_AUTH, "CUDA_VISIBLE_DEVICES": ""},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert head.stdout is not None
+    said = []
+    for line in head.stdout:  # it says so once the head node is up
+        said.append(line)
+        if "Ray runtime started" in line:
+            break
+    else:
+        head.wait()
+        pytest.fail(f"ray start --head exited {head.returncode}:\n{''.join(said)}")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        head.send_signal(signal.SIGTERM)
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+
+
 GATE = "aime25.average_at_n >= 0.5"
 # what a summary says about the model's answers: the same however the run was split
 METRICS = ("average_at_n", "pass_at_n", "maj_at_n", "format_rate", "problems", "generations", "complete")
@@ -76,20 +127,33 @@ def run_python(args: list[str], cwd: Path, **environ: str) -> subprocess.Complet
     )
 
 
-def run_shards(project: Path, results: Path, *args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+def run_shards(
+    project: Path, results: Path, *args: str, address: str | None = None, **environ: str
+) -> subprocess.CompletedProcess[str]:
+    """The driver: on a local Ray instance of two CPUs, or connected to the cluster at
+    `address` (where a task's own folder is the head's: the project is `--project-dir`)."""
+    where = ["--num-cpus", "2"] if address is None else ["--address", address, "--project-dir", str(project)]
     return run_python(
-        [str(SCRIPT), "--num-cpus", "2", "--results", str(results), "--agenteval-gate", GATE, *args],
+        [str(SCRIPT), *where, "--results", str(results), "--agenteval-gate", GATE, *args],
         cwd=project,
-        **environ,
+        **(environ if address is None else {**NO_AUTH, **environ}),
     )
 
 
 def run_two_cpu_shards(
-    project: Path, results: Path, url: str, cache: Path, *more: str
+    project: Path, results: Path, url: str, cache: Path, *more: str, address: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The tiny suite against `url` in two shards, Ray tasks on CPUs (`--num-gpus 0`)."""
     return run_shards(
-        project, results, "--shards", "2", "--num-gpus", "0", "--", *shard_args(url, cache, *more)
+        project,
+        results,
+        "--shards",
+        "2",
+        "--num-gpus",
+        "0",
+        "--",
+        *shard_args(url, cache, *more),
+        address=address,
     )
 
 
@@ -132,7 +196,9 @@ def test_shards_run_as_ray_tasks_and_merge_to_the_unsharded_runs_numbers(project
     assert "running it again" not in ray_run.stdout
 
 
-def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(project: Path) -> None:
+def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(
+    project: Path, ray_cluster: str
+) -> None:
     """Problem 2's first attempts get a 500 and `--max-attempts 1` makes that an error: its
     shard ends incomplete, runs again as a new Ray task, and its other item comes from the
     shared cache: 8 generations, 2 of them requested twice."""
@@ -143,7 +209,9 @@ def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(project
     results = project.parent / "results"
     config = ServerConfig(answers=ANSWERS, answer="no idea", fault_plan=first_attempt_of_problem_2_fails)
     with OpenAITestServer(config) as server:
-        completed = run_two_cpu_shards(project, results, server.url, project / "cache", "--max-attempts=1")
+        completed = run_two_cpu_shards(
+            project, results, server.url, project / "cache", "--max-attempts=1", address=ray_cluster
+        )
         outcomes = [request["outcome"] for request in server.requests]
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (len(outcomes), outcomes.count("500")) == (10, 2)
@@ -159,10 +227,18 @@ def test_an_incomplete_shard_runs_again_and_regenerates_only_what_failed(project
     assert (merged["average_at_n"], merged["complete"]) == (0.5, True)
 
 
-def test_gpu_shards_on_a_cluster_without_gpus_stop_with_one_line(project: Path) -> None:
+def test_gpu_shards_on_a_cluster_without_gpus_stop_with_one_line(project: Path, ray_cluster: str) -> None:
     # no GPU to see, on a machine with some too: Ray counts the GPUs CUDA_VISIBLE_DEVICES lists
+    # (the head's, started with it empty; the driver's too)
     completed = run_shards(
-        project, project.parent / "results", "--shards", "2", "--", "test_tiny.py", CUDA_VISIBLE_DEVICES=""
+        project,
+        project.parent / "results",
+        "--shards",
+        "2",
+        "--",
+        "test_tiny.py",
+        address=ray_cluster,
+        CUDA_VISIBLE_DEVICES="",
     )
     assert completed.returncode == 1
     assert completed.stderr.strip().splitlines()[-1] == (
@@ -172,7 +248,9 @@ def test_gpu_shards_on_a_cluster_without_gpus_stop_with_one_line(project: Path) 
     assert not (project.parent / "results" / "shard-0.log").exists()
 
 
-def test_a_project_folder_a_node_lacks_stops_with_one_line_naming_the_node(project: Path) -> None:
+def test_a_project_folder_a_node_lacks_stops_with_one_line_naming_the_node(
+    project: Path, ray_cluster: str
+) -> None:
     missing = project.parent / "no-such-checkout"
     completed = run_shards(
         project,
@@ -185,6 +263,7 @@ def test_a_project_folder_a_node_lacks_stops_with_one_line_naming_the_node(proje
         str(missing),
         "--",
         "test_tiny.py",
+        address=ray_cluster,
     )
     assert completed.returncode == 4
     assert completed.stderr.strip().splitlines()[-1] == (

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.sandbox import probe_containment
+from pytest_agenteval.sandbox import _probe, probe_containment
 from pytest_agenteval.testing import OpenAITestServer, Reply, ScriptedToolModel, ServerConfig
 from tests.conftest import SUITE_FILE, TINY_PROBLEMS, read_results, replay_rows, write_jsonl
 
@@ -65,7 +65,10 @@ def test_a_named_level_this_machine_cannot_give_stops_the_run_at_start_up(
     replay = write_jsonl(
         suite.path / "replay.jsonl", replay_rows({p["id"]: ["\\boxed{70}"] for p in TINY_PROBLEMS})
     )
-    result = suite.runpytest_subprocess(
+    # in this process: the probe is memoized per process and level (a process of its own
+    # probed afresh); emptied for the run, restored after it, it probes this PATH afresh too
+    monkeypatch.setattr(_probe, "_cache", {})
+    result = suite.runpytest_inprocess(
         "-p",
         "no:cacheprovider",
         "--dataset-path=tiny.jsonl",
@@ -88,9 +91,12 @@ CODE = {"code": "print(30 + 40)"}
 
 
 def _run_retool(suite: pytest.Pytester, script: Any, out: Path, *extra: str) -> pytest.RunResult:
-    """Two retool items of the tiny data on the test server playing `script`."""
-    with OpenAITestServer(ServerConfig(script=script)) as server:
-        return suite.runpytest_subprocess(
+    """Two retool items of the tiny data on the test server playing `script`: the controller
+    in this process, with the probe's per-process memo emptied for the run (restored after),
+    as in a process of its own; xdist's workers are processes of their own."""
+    with OpenAITestServer(ServerConfig(script=script)) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_probe, "_cache", {})
+        return suite.runpytest_inprocess(
             "-p", "no:cacheprovider", "--dataset-path=tiny.jsonl", f"--endpoint={server.url}",
             "--mode=retool", "--limit=2", "--val-n=1", f"--agenteval-out={out}", *extra,
         )  # fmt: skip

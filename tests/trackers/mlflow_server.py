@@ -13,6 +13,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+# MLflow 3's server also starts a job runner (a process importing MLflow that starts seven Huey
+# consumers, each another) for server-side jobs (GenAI scorers, trace rollups); the tracker
+# logs through the tracking REST API only, which is served the same without it
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
 
 def start(folder: Path, timeout_s: float = 180) -> tuple[subprocess.Popen, str]:
     """Start it and wait for /health; RuntimeError with the end of its log if it does not come up."""
@@ -25,6 +30,7 @@ def start(folder: Path, timeout_s: float = 180) -> tuple[subprocess.Popen, str]:
          "--default-artifact-root", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1"],
         stdout=(folder / "server.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, **SERVER_ENV},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
