@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import faulthandler
 import gc
 import io
 import json
@@ -183,23 +184,28 @@ def working_directory(folder: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def as_a_process(
-    folder: Path, env: Mapping[str, str] | None = None
+    folder: Path, env: Mapping[str, str] | None = None, *, hang_s: float = 300.0
 ) -> Iterator[tuple[io.StringIO, io.StringIO]]:
     """The working directory, environment (`env`: the whole of it; None: as it is) and
     streams a subprocess in `folder` would have, in this process: no interpreter to start
     and import, about 0.6 s of CPU a run. After it the environment and sys.path are restored
     and the modules imported from `folder` (its test modules and conftests) dropped, so the
     next run imports its folder afresh; the other modules it imported stay (numpy's and
-    tree-sitter's C extensions cannot be loaded twice)."""
+    tree-sitter's C extensions cannot be loaded twice). A run still going after `hang_s`
+    ends this process with every thread's traceback (faulthandler), as a subprocess's
+    timeout would have ended the run: under xdist the test fails as its worker's crash, the
+    suite goes on; it never hangs."""
     saved_env, saved_path, saved_modules = dict(os.environ), list(sys.path), set(sys.modules)
     out, err = io.StringIO(), io.StringIO()
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
+    faulthandler.dump_traceback_later(hang_s, exit=True, file=sys.__stderr__)
     try:
         with working_directory(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             yield out, err
     finally:
+        faulthandler.cancel_dump_traceback_later()
         os.environ.clear()
         os.environ.update(saved_env)
         sys.path[:] = saved_path

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,17 +17,19 @@ from pytest_agenteval.tasks.bfcl._format_sensitivity import load_format_sensitiv
 from pytest_agenteval.tasks.bfcl.suite import all_entries
 
 
-def fresh_entries() -> list:
-    root = find_data_dir()
+def fresh_entries(data_dir: Path | None = None) -> list:
+    root = find_data_dir(data_dir)
     return [*load_bfcl(CATEGORIES, root), *load_executable(root), *load_format_sensitivity(root)]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def bfcl_entries_untouched() -> Iterator[None]:
     yield
-    shared = all_entries(None)
-    fresh = fresh_entries()
-    changed = [a.id for a, b in zip(shared, fresh, strict=True) if a != b]
+    assert_untouched(all_entries(None), None)
+
+
+def assert_untouched(shared: list, data_dir: Path | None) -> None:
+    changed = [a.id for a, b in zip(shared, fresh_entries(data_dir), strict=True) if a != b]
     assert changed == [], f"a session changed the shared BFCL entries {changed[:5]}"
 
 

@@ -122,7 +122,7 @@ class Rehearsal:
         # the controller in this process, as a process in the folder would have it (its
         # environment, working directory, streams): no interpreter to start and import;
         # the servers, the sandbox and the -n 2 workers are processes of their own as before
-        with as_a_process(self.folder, environ) as (out, err):
+        with as_a_process(self.folder, environ, hang_s=150) as (out, err):  # as its subprocess had
             sys.path[:0] = environ["PYTHONPATH"].split(os.pathsep)  # as PYTHONPATH puts them
             importlib.invalidate_caches()
             code = pytest.main(options)
