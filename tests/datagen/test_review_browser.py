@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_agenteval.report import review
 from pytest_agenteval.report._review_page import PAGE
 from pytest_agenteval.tasks.datagen import verifications_path
+from tests.datagen import review_child
 
 CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if Path(p).exists()), None)
 CHROMEDRIVER = shutil.which("chromedriver") or (
@@ -46,19 +45,18 @@ ITEMS = [
 ]  # fmt: skip
 
 
-def _serve(argv: list[str], write_fd: int) -> None:
-    """The forked child: the review command's own main(), its stdout the pipe to the test."""
-    os.dup2(write_fd, 1)
-    sys.stdout = os.fdopen(1, "w", buffering=1, encoding="utf-8", closefd=False)
-    sys.exit(review.main(argv))
+# Children forked from a forkserver: a fork of the xdist worker itself would copy a process
+# with threads (execnet's) and every open descriptor; the forkserver is one clean process a
+# worker, with the review command imported once (about 1 s of CPU) for all its children.
+_CHILDREN = multiprocessing.get_context("forkserver")
+_CHILDREN.set_forkserver_preload(["tests.datagen.review_child"])
 
 
 class ReviewServer:
-    """`pytest_agenteval review DATA --port 0` in a process of its own, forked from this one:
-    the product's main() serving over a real socket until SIGTERM, as the command does, without
-    an interpreter start and the package's imports (numpy, aiohttp: about 1 s of CPU) per test.
-    The command line itself (`python -m pytest_agenteval review`) is test_cli's and
-    test_review_host's."""
+    """`pytest_agenteval review DATA --port 0` in a process of its own: the product's main()
+    serving over a real socket until SIGTERM, as the command does, without an interpreter
+    start and the package's imports (numpy, aiohttp: about 1 s of CPU) per test. The command
+    line itself (`python -m pytest_agenteval review`) is test_cli's and test_review_host's."""
 
     def __init__(self, data: Path) -> None:
         self.data = data
@@ -67,15 +65,17 @@ class ReviewServer:
         self.url = ""
 
     def start(self) -> str:
-        read_fd, write_fd = os.pipe()
+        stdout = self.data.with_name(f"review-{time.monotonic_ns()}.out")
         argv = [str(self.data), "--port", "0", "--annotator", "ann"]
-        self.process = multiprocessing.get_context("fork").Process(target=_serve, args=(argv, write_fd))
+        self.process = _CHILDREN.Process(target=review_child.serve, args=(argv, str(stdout)))
         self.process.start()
-        os.close(write_fd)
-        with os.fdopen(read_fd, encoding="utf-8") as stdout:
-            line = stdout.readline()
-        match = re.search(r"REVIEW (http://127\.0\.0\.1:\d+/)", line)
-        assert match, f"review server did not start: {line!r}"
+        deadline = time.monotonic() + 60
+        printed, match = "", None
+        while match is None and self.process.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+            printed = stdout.read_text(encoding="utf-8") if stdout.exists() else ""
+            match = re.search(r"REVIEW (http://127\.0\.0\.1:\d+/).*\n", printed)  # the whole line
+        assert match, f"review server did not start: {printed!r} (exit code {self.process.exitcode})"
         self.url = match.group(1)
         return self.url
 
@@ -83,6 +83,9 @@ class ReviewServer:
         if self.process is not None and self.process.is_alive():
             os.kill(self.process.pid, signal.SIGTERM)
             self.process.join(timeout=10)
+            if self.process.exitcode is None:  # ignored SIGTERM: never left behind
+                self.process.kill()
+                self.process.join(timeout=10)
             assert self.process.exitcode == 0, self.process.exitcode
 
     def saved(self) -> dict[str, Any]:
