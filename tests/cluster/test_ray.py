@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -58,23 +59,25 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     started (not `ray stop`: that stops every Ray instance on the machine)."""
     ray = str(Path(sys.executable).parent / "ray")
     port = free_port()
-    head = subprocess.Popen(
-        [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-         "--disable-usage-stats", f"--dashboard-port={free_port()}",
-         f"--dashboard-agent-listen-port={free_port()}"],
-        cwd=tmp_path_factory.mktemp("ray-head"),
-        env={**child_environment(), **NO_AUTH, "CUDA_VISIBLE_DEVICES": ""},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
-    assert head.stdout is not None
-    said = []
-    for line in head.stdout:  # it says so once the head node is up
-        said.append(line)
-        if "Ray runtime started" in line:
-            break
-    else:
-        head.wait()
-        pytest.fail(f"ray start --head exited {head.returncode}:\n{''.join(said)}")
+    folder = tmp_path_factory.mktemp("ray-head")
+    log = folder / "head.log"  # a file, not a pipe nobody drains once the node is up
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            [ray, "start", "--head", "--block", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+             "--disable-usage-stats", f"--dashboard-port={free_port()}",
+             f"--dashboard-agent-listen-port={free_port()}"],
+            cwd=folder,
+            env={**child_environment(), **NO_AUTH, "CUDA_VISIBLE_DEVICES": ""},
+            stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + 120  # a guard against a hang only: a loaded machine is slow
+    while "Ray runtime started" not in log.read_text():  # it says so once the head node is up
+        if head.poll() is not None or time.monotonic() > deadline:
+            if head.poll() is None:
+                os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+            pytest.fail(f"ray start --head exited {head.returncode} or hung:\n{log.read_text()}")
+        time.sleep(0.1)
     try:
         yield f"127.0.0.1:{port}"
     finally:
