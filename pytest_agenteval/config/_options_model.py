@@ -68,8 +68,9 @@ OPTIONS: tuple[Option, ...] = group(
             "llama_threads",
             "--llama-threads",
             1,
-            "threads of a GGUF model, in process or a --serve llama.cpp server, for generation and "
-            "prompts alike (1 holds up best when xdist workers share the cores)",
+            "threads a model computes on: a GGUF in process or behind a --serve llama.cpp server "
+            "(generation and prompts alike), torch's for the transformers backend "
+            "(1 holds up best when xdist workers share the cores)",
             int,
         ),
         Option("n_ctx", "--n-ctx", 8192, "context window for in-process GGUF models", int),
