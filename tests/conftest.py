@@ -7,10 +7,12 @@ import compileall
 import contextlib
 import faulthandler
 import gc
+import importlib
 import io
 import json
 import os
 import py_compile
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,7 +193,8 @@ def as_a_process(
     and import, about 0.6 s of CPU a run. After it the environment and sys.path are restored
     and the modules imported from `folder` (its test modules and conftests) dropped, so the
     next run imports its folder afresh; the other modules it imported stay (numpy's and
-    tree-sitter's C extensions cannot be loaded twice). A run still going after `hang_s`
+    tree-sitter's C extensions cannot be loaded twice). `env`'s PYTHONPATH goes first on
+    sys.path, as the interpreter would put it for the subprocess. A run still going after `hang_s`
     ends this process with every thread's traceback (faulthandler), as a subprocess's
     timeout would have ended the run: under xdist the test fails as its worker's crash, the
     suite goes on; it never hangs."""
@@ -200,6 +203,8 @@ def as_a_process(
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
+        sys.path[:0] = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
+        importlib.invalidate_caches()
     faulthandler.dump_traceback_later(hang_s, exit=True, file=sys.__stderr__)
     try:
         with working_directory(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -214,6 +219,16 @@ def as_a_process(
             file = getattr(sys.modules[name], "__file__", None)
             if file is not None and Path(file).resolve().is_relative_to(inside):
                 del sys.modules[name]
+
+
+def link_or_copy(source: Path | str, target: Path) -> Path:
+    """`source`'s bytes under `target`: a hard link where the filesystem allows it (no copy of
+    a 98 MB model per test; a test that changes the file unlinks it first), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:  # another file system
+        shutil.copyfile(source, target)
+    return target
 
 
 def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:

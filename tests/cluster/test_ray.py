@@ -28,6 +28,7 @@ import pytest
 from pytest_agenteval.testing import FaultContext, OpenAITestServer, ServerConfig
 from tests._oracle import require_oracle
 from tests.cluster._recipes import ANSWERS, REPO, child_environment
+from tests.cluster.slurm import free_port
 from tests.conftest import SUITE_FILE, TINY_PROBLEMS, read_results, write_jsonl
 
 
@@ -43,12 +44,6 @@ def _ray_installed() -> None:
 SCRIPT = REPO / "examples" / "ray" / "run_shards.py"
 # Ray 2.60's `ray start` asks for an auth token unless told otherwise; ray.init's local instance does not
 NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,11 @@ by the tests that read it."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import shutil
-import sys
+import subprocess
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,25 +121,14 @@ class Rehearsal:
         # environment, working directory, streams): no interpreter to start and import;
         # the servers, the sandbox and the -n 2 workers are processes of their own as before
         with as_a_process(self.folder, environ, hang_s=150) as (out, err):  # as its subprocess had
-            sys.path[:0] = environ["PYTHONPATH"].split(os.pathsep)  # as PYTHONPATH puts them
-            importlib.invalidate_caches()
             code = pytest.main(options)
-        done = Done(int(code), out.getvalue(), err.getvalue())
+        done = subprocess.CompletedProcess(options, int(code), out.getvalue(), err.getvalue())
         self.runs[name] = run = Run(self.folder / name, log, done)
         return run
 
 
-@dataclass(frozen=True)
-class Done:
-    """What a run's pytest returned and wrote."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
 class Run:
-    def __init__(self, out: Path, log: Path, done: Done) -> None:
+    def __init__(self, out: Path, log: Path, done: subprocess.CompletedProcess[str]) -> None:
         self.out, self.log, self.done = out, log, done
         lines = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
         # the adapter-is-live probe's two greedy completions at each LoRA's server start

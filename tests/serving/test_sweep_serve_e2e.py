@@ -8,15 +8,13 @@ it skips, saying so."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.testing.models import ModelFiles
-from tests.conftest import TINY_PROBLEMS, write_jsonl
+from tests.conftest import TINY_PROBLEMS, link_or_copy, write_jsonl
 
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'
 PROBLEMS = 2
@@ -35,11 +33,7 @@ def test_a_sweep_serves_base_and_adapter_together_and_the_other_gguf_after(
     lora = agenteval_model_files.gguf_lora(seed=1)  # make_gguf_lora(seed=1) on the base, once a session
     # other weights: a byte copy of the base has its cache key in every wave, and is answered
     # from the base's generations without a server
-    copy = tmp_path / "copy.gguf"
-    try:  # a hard link: the perturbed gguf's bytes under another path, without copying 98 MB
-        os.link(agenteval_perturbed_gguf, copy)
-    except OSError:
-        shutil.copyfile(agenteval_perturbed_gguf, copy)
+    copy = link_or_copy(agenteval_perturbed_gguf, tmp_path / "copy.gguf")  # the perturbed bytes, another path
     # two of the tiny problems: each server still answers its models one after the other
     data = write_jsonl(tmp_path / "two.jsonl", TINY_PROBLEMS[:PROBLEMS])
     result, out = run_suite(

@@ -6,8 +6,6 @@ the embedded gguf, a seeded gguf LoRA on it (one server for both) and a copy of 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from pytest_agenteval.models.backends.llama import embedded_model_path
 from pytest_agenteval.models.serve.launcher import group_empty
 from pytest_agenteval.testing.models import ModelFiles
+from tests.conftest import link_or_copy
 
 CONFTEST = """
 import asyncio, json, os, sys, time
@@ -104,12 +103,7 @@ PER_MODEL = 2
 def copy_of_the_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A second path with the base's bytes (a server of its own), made once for the module:
     a hard link where the filesystem allows it (no 98 MB copy), else a copy."""
-    base, copy = embedded_model_path(), tmp_path_factory.mktemp("copy") / "copy.gguf"
-    try:
-        os.link(base, copy)
-    except OSError:
-        shutil.copyfile(base, copy)
-    return copy
+    return link_or_copy(embedded_model_path(), tmp_path_factory.mktemp("copy") / "copy.gguf")
 
 
 @pytest.fixture

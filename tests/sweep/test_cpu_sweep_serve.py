@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agenteval.models import embedded_model_path
-from tests.conftest import read_results
+from tests.conftest import link_or_copy, read_results
 
 ROOT = Path(__file__).resolve().parents[2]
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'
@@ -31,14 +31,6 @@ PROBLEMS = 10
 # SmolLM2 solves none of these in 8 tokens: the LoRA is no worse than the base (delta 0,
 # interval [0, 0]) and, as surely, no better
 NO_WORSE = "aime25[lora-step-200].average_at_n >= aime25[base].average_at_n - 0.5"
-
-
-def _link(source: Path, target: Path) -> None:
-    """`source`'s bytes under `target`: a hard link where the filesystem allows (no 98 MB copy)."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
 
 
 def _args(gate: str, xdist: bool) -> list[str]:
@@ -85,8 +77,8 @@ def sweep(
     rows = (ROOT / "docs" / "examples" / "sweep" / "problems.jsonl").read_text().splitlines(keepends=True)
     (folder / "problems.jsonl").write_text("".join(rows[:PROBLEMS]))
     (folder / "ckpts").mkdir()
-    _link(agenteval_gguf_lora, folder / "ckpts" / "lora-step-200.gguf")
-    _link(agenteval_perturbed_gguf, folder / "ckpts" / "other.gguf")
+    link_or_copy(agenteval_gguf_lora, folder / "ckpts" / "lora-step-200.gguf")
+    link_or_copy(agenteval_perturbed_gguf, folder / "ckpts" / "other.gguf")
     # as pytester's subprocess runs: no outer options, no user config, no colours
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
     env.update(HOME=str(folder), USERPROFILE=str(folder), PY_COLORS="0")

@@ -10,14 +10,13 @@ models really generate differently; AGENTEVAL_SWEEP_SECOND_GGUF names another on
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from pytest_agenteval.models import embedded_model_path
-from tests.conftest import read_results
+from tests.conftest import link_or_copy, read_results
 
 FAST = ("--limit=2", "--val-n=2", "--max-tokens=8", "--agenteval-cache-dir=cache")
 
@@ -29,10 +28,7 @@ def sweep(
     """`base` (the embedded gguf, labelled) and `ckpts/step-200.gguf` (by a glob)."""
     (aime_suite.path / "ckpts").mkdir()
     second = os.environ.get("AGENTEVAL_SWEEP_SECOND_GGUF") or str(agenteval_perturbed_gguf)
-    try:  # a hard link, not a copy of 100 MB per test (a test that changes it unlinks it first)
-        os.link(second, aime_suite.path / "ckpts" / "step-200.gguf")
-    except OSError:  # another file system
-        shutil.copyfile(second, aime_suite.path / "ckpts" / "step-200.gguf")
+    link_or_copy(second, aime_suite.path / "ckpts" / "step-200.gguf")
 
     def run(*args: str) -> tuple[pytest.RunResult, Path]:
         result = aime_suite.runpytest_inprocess(

@@ -30,7 +30,8 @@ COMMON = ("--mode=text-only", "--val-n=2", "--dataset-path=problems.jsonl", "--a
 def _run(folder: Path, out: str, *args: str) -> Path:
     """The plugin on `folder`'s suite in this process (`as_a_process`: no interpreter to start
     and import), its output kept out of the test's; with -n 2 its workers are processes."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     with as_a_process(folder, env) as (stdout, stderr):
         pytest.main(["-q", "-p", "no:cacheprovider", f"--agenteval-out={out}", *COMMON, *args])
     path = folder / out
