@@ -14,7 +14,7 @@ import pytest
 from pytest_agenteval.tasks.bfcl._data import CATEGORIES, BfclDataError, find_data_dir, load_bfcl
 from pytest_agenteval.tasks.bfcl._executable import load_executable
 from pytest_agenteval.tasks.bfcl._format_sensitivity import load_format_sensitivity
-from pytest_agenteval.tasks.bfcl.suite import all_entries
+from pytest_agenteval.tasks.bfcl.suite import _LOADED, all_entries
 
 
 def fresh_entries(data_dir: Path | None = None) -> list:
@@ -25,7 +25,9 @@ def fresh_entries(data_dir: Path | None = None) -> list:
 @pytest.fixture(scope="module", autouse=True)
 def bfcl_entries_untouched() -> Iterator[None]:
     yield
-    assert_untouched(all_entries(None), None)
+    all_entries(None)  # the installed data's, parsed if no session did
+    for (folder, _), entries in list(_LOADED.items()):  # and every other folder's a session read
+        assert_untouched(entries, Path(folder))
 
 
 def assert_untouched(shared: list, data_dir: Path | None) -> None:

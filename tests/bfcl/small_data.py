@@ -7,15 +7,11 @@ conversations are copied whole. Passed to a run as `--bfcl-data-dir`."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_agenteval.tasks.bfcl._data import find_data_dir
-from pytest_agenteval.tasks.bfcl.suite import _LOADED
-from tests.bfcl.entries_guard import assert_untouched
 
 FORMAT = "BFCL_v4_format_sensitivity.json"
 
@@ -46,23 +42,3 @@ def small_bfcl_data(dest: Path, per_file: int = 5) -> Path:
     ids = json.loads((root / FORMAT).read_text(encoding="utf-8"))
     (dest / FORMAT).write_text(json.dumps({c: [i for i in v if i in kept] for c, v in ids.items()}))
     return dest
-
-
-@contextlib.contextmanager
-def memo_kept() -> Iterator[None]:
-    """Around an in-process run on a small copy: the suite keeps one folder's entries a
-    process (`all_entries`), and that run (its xdist controller too: the export's command
-    counts the folder's items) replaces the installed data's with the copy's. Put back, the
-    next run on the installed data finds its entries parsed (and gc-frozen) as before, not
-    parsed again. The copy's entries the runs left must equal a fresh parse of the copy, as
-    `bfcl_entries_untouched` checks the installed data's (no session changes what the next
-    one reads)."""
-    saved = dict(_LOADED)
-    try:
-        yield
-        for (folder, stamp), entries in _LOADED.items():
-            if (folder, stamp) not in saved:
-                assert_untouched(entries, Path(folder))
-    finally:
-        _LOADED.clear()
-        _LOADED.update(saved)

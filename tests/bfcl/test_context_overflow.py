@@ -20,7 +20,7 @@ from pytest_agenteval.testing._render import estimate_prompt_tokens
 from tests._oracle import require_oracle
 from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 from tests.bfcl.mt_script import GroundTruthModel
-from tests.bfcl.small_data import memo_kept, small_bfcl_data
+from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -133,7 +133,7 @@ def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_cou
     # under xdist, each worker parses and collects a copy of each data file's first 5 entries
     # (the first of each category is selected), not all 10,306
     data = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if workers != "0" else []
-    with memo_kept(), OpenAITestServer(config) as server:
+    with OpenAITestServer(config) as server:
         result = bfcl.runpytest(
             *SELECT,
             f"--endpoint={server.url}",

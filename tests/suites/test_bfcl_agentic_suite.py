@@ -18,7 +18,7 @@ from tests.bfcl.entries_guard import (
 from tests.bfcl.memory_script import MemoryModel
 from tests.bfcl.search_script import SearchModel
 from tests.bfcl.search_server import SearchServer
-from tests.bfcl.small_data import memo_kept, small_bfcl_data
+from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -61,7 +61,7 @@ def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(
     # collects a copy of each file's first 5 entries (the scenarios' conversations whole),
     # not all 10,306
     data = small_bfcl_data(tmp_path / "bfcl-data")
-    with memo_kept(), OpenAITestServer(ServerConfig(script=MemoryModel(entries))) as server:
+    with OpenAITestServer(ServerConfig(script=MemoryModel(entries))) as server:
         result = run(
             bfcl,
             f"--endpoint={server.url}",

@@ -18,7 +18,7 @@ from tests.bfcl.entries_guard import (
     bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
 )
 from tests.bfcl.mt_script import GroundTruthModel
-from tests.bfcl.small_data import memo_kept, small_bfcl_data
+from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -87,7 +87,7 @@ def scripted_run(
     if args not in shared_runs:
         more = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if "-n" in args else []
         model = GroundTruthModel(selected, wrong=[WRONG])
-        with memo_kept(), OpenAITestServer(ServerConfig(script=model)) as server:
+        with OpenAITestServer(ServerConfig(script=model)) as server:
             shared_runs[args] = run(bfcl, server.url, *args, *more), bfcl
     return shared_runs[args]
 

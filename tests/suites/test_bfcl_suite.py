@@ -4,7 +4,6 @@ export of the official result files, progressive mode, the embedded model."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from tests.bfcl.entries_guard import (
     bfcl_entries_frozen,  # noqa: F401 (parsed once, out of the collector's sight)
     bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
 )
-from tests.bfcl.small_data import memo_kept, small_bfcl_data
+from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results, write_jsonl
 
 SUITE = """
@@ -52,9 +51,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> str:
     """`--bfcl-data-dir` of a copy of each data file's first 5 entries, for the runs whose
-    items are among those: each run collects those, not all 10,306 entries (run within
-    `memo_kept`, the installed data's parsed entries stay for the other runs)."""
-    return f"--bfcl-data-dir={small_bfcl_data(Path(tmp_path_factory.mktemp('bfcl')) / 'data')}"
+    items are among those: each run collects those, not all 10,306 entries (the process keeps
+    both folders' parsed entries; `bfcl_entries_untouched` checks both)."""
+    return f"--bfcl-data-dir={small_bfcl_data(tmp_path_factory.mktemp('bfcl') / 'data')}"
 
 
 @pytest.mark.parametrize(
@@ -88,8 +87,7 @@ def test_markers_select_their_categories(bfcl: pytest.Pytester, marker: str, cat
 def test_limits_apply_after_marker_selection(
     bfcl: pytest.Pytester, small: str, args: tuple, expected: list
 ) -> None:
-    with memo_kept():
-        result = bfcl.runpytest("--co", "-q", small, *args)
+    result = bfcl.runpytest("--co", "-q", small, *args)
     assert [
         line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_bfcl[" in line
     ] == expected
@@ -110,8 +108,7 @@ def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pyte
         [{"problem_id": k, "sample_index": 0, "text": v} for k, v in texts.items()],
     )
     selection = [f"test_bfcl.py::test_bfcl[{item}]" for item in texts]
-    with memo_kept():
-        result = run(bfcl, small, f"--model-path=replay:{replay}", *selection)
+    result = run(bfcl, small, f"--model-path=replay:{replay}", *selection)
     result.assert_outcomes(passed=3, failed=2)
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
     expected = {e.id: score_text(e, texts[e.id]).verdict.valid for e in simple + irrelevant}
@@ -129,8 +126,7 @@ def test_replay_scores_like_the_checker_and_reports_categories(bfcl: pytest.Pyte
     assert summary["error_types"] == {"ast_decoder:decoder_failed": 1, "irrelevance_error:decoder_success": 1}
     assert (summary["relevance"]["tp"], summary["relevance"]["fp"]) == (2, 1)
 
-    with memo_kept():
-        again = run(bfcl, small, "--model-path=replay:r.jsonl", "--agenteval-out=again.jsonl", *selection)
+    again = run(bfcl, small, "--model-path=replay:r.jsonl", "--agenteval-out=again.jsonl", *selection)
     again.assert_outcomes(passed=3, failed=2)
     replayed, _ = read_results(bfcl.path / "again.jsonl")
     assert [p["generations"][0]["error_type"] for p in replayed] == [
@@ -144,15 +140,14 @@ def test_export_writes_the_official_result_files(bfcl: pytest.Pytester, small: s
         bfcl.path / "replay.jsonl",
         [{"problem_id": e.id, "sample_index": 0, "text": oracle_text(e)} for e in entries],
     )
-    with memo_kept():
-        result = run(
-            bfcl,
-            small,
-            f"--model-path=replay:{replay}",
-            *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in entries),
-            "--bfcl-export-dir=export",
-            "--model-name=my-model",
-        )
+    result = run(
+        bfcl,
+        small,
+        f"--model-path=replay:{replay}",
+        *(f"test_bfcl.py::test_bfcl[{e.id}]" for e in entries),
+        "--bfcl-export-dir=export",
+        "--model-name=my-model",
+    )
     result.assert_outcomes(passed=2)
     (path,) = (bfcl.path / "export").rglob("BFCL_v4_simple_python_result.json")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -185,8 +180,7 @@ def test_progressive_mode_refuses_xdist(bfcl: pytest.Pytester) -> None:
 
 
 def test_embedded_model_runs_simple_items_offline(bfcl: pytest.Pytester, small: str) -> None:
-    with memo_kept():
-        result = run(bfcl, small, "-m", "simple", "--limit=3", "--max-tokens=24")
+    result = run(bfcl, small, "-m", "simple", "--limit=3", "--max-tokens=24")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3
     problems, (summary,) = read_results(bfcl.path / "r.jsonl")
@@ -205,8 +199,7 @@ def test_odd_literal_values_score_instead_of_crashing(bfcl: pytest.Pytester, sma
         bfcl.path / "replay.jsonl",
         [{"problem_id": entry.id, "sample_index": j, "text": t} for j, t in enumerate(texts)],
     )
-    with memo_kept():
-        result = run(
-            bfcl, small, f"--model-path=replay:{replay}", "--val-n=2", f"test_bfcl.py::test_bfcl[{entry.id}]"
-        )
+    result = run(
+        bfcl, small, f"--model-path=replay:{replay}", "--val-n=2", f"test_bfcl.py::test_bfcl[{entry.id}]"
+    )
     result.assert_outcomes(failed=1)

@@ -69,7 +69,7 @@ SCORE_FIELDS = (
 EXECUTABLE = (MultiTurnEntry, AgenticEntry)  # played step by step in bfcl-eval's environments
 
 
-# The last data folder's entries, by its files' names, sizes and modification times. Parsing
+# Each data folder's entries, by its files' names, sizes and modification times. Parsing
 # every BFCL file (10,306 entries; the multi-turn docs copied for each entry) takes about 2 s
 # of CPU; a process that runs several sessions (pytest.main() in a loop, pytester's in-process
 # runs: about 80 sessions in this project's tests) parses them once. Sessions share the entries
@@ -88,7 +88,8 @@ def all_entries(data_dir: str | Path | None) -> list[Any]:
         entries: list[Any] = [*load_bfcl(CATEGORIES, root)]
         entries.extend(load_executable(root))
         entries.extend(load_format_sensitivity(root))
-        _LOADED.clear()  # one folder's entries kept: a changed file replaces them
+        for stale in [k for k in _LOADED if k[0] == key[0]]:  # a changed file replaces its folder's
+            del _LOADED[stale]
         _LOADED[key] = entries
     return list(_LOADED[key])
 
