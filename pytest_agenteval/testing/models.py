@@ -150,7 +150,8 @@ def make_hf_checkpoint(out: Path, *, base: Path | None = None) -> Path:
 
     # transformers parses the gguf anew for its config, its tokenizer (twice) and its
     # weights, about 2.8 s of CPU each: they read the base's one parsed reader instead
-    # (read-only, a memory map), the same bytes come out
+    # (read-only, a memory map), the same bytes come out. It works because transformers
+    # looks gguf.GGUFReader up when it loads (inside load_gguf_checkpoint), not at import
     source = _base_gguf(base)
     reader, original = _base_reader(source), gguf.GGUFReader
 

@@ -5,6 +5,7 @@ seeds that do not depend on the batch, and the adapter-is-live probe."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,12 @@ def hf(hf_checkpoint: Path) -> TransformersSampler:
 def greedy(hf: TransformersSampler) -> Callable[[list[int]], tuple[int, ...]]:
     """`hf`'s GREEDY ids for a prompt, generated once in this module: several tests compare
     with the same greedy continuation (deterministic: one row, whatever hf.batch_rows)."""
-    done: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-    def ids(prompt: list[int]) -> tuple[int, ...]:
-        if tuple(prompt) not in done:
-            done[tuple(prompt)] = asyncio.run(hf.complete_tokens(prompt, GREEDY)).token_ids
-        return done[tuple(prompt)]
+    @functools.cache
+    def generated(prompt: tuple[int, ...]) -> tuple[int, ...]:
+        return asyncio.run(hf.complete_tokens(list(prompt), GREEDY)).token_ids
 
-    return ids
+    return lambda prompt: generated(tuple(prompt))
 
 
 def _prompts(problem: str) -> list[tuple[str, list[dict[str, Any]], Any]]:
