@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,30 @@ def as_a_process(
             file = getattr(sys.modules[name], "__file__", None)
             if file is not None and Path(file).resolve().is_relative_to(inside):
                 del sys.modules[name]
+
+
+def run_in_a_process(
+    folder: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600
+) -> pytest.RunResult:
+    """`python -m pytest ARGS` in a process of its own in `folder`, as
+    `pytester.runpytest_subprocess` runs it, for a module- or session-scoped fixture (pytester
+    is per test): no outer PYTEST_ADDOPTS, HOME a fresh folder, no colours, its basetemp in
+    `folder`, no stdin."""
+    environ = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTEST_ADDOPTS"}
+    environ.update(HOME=str(folder), PY_COLORS="0")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", f"--basetemp={folder / 'basetemp'}", *args],
+        cwd=folder,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return pytest.RunResult(
+        done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), time.monotonic() - started
+    )
 
 
 def link_or_copy(source: Path | str, target: Path) -> Path:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_in_a_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,23 +82,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pytest.RunResult
         site = folder / "hide"
         site.mkdir()
         (site / "sitecustomize.py").write_text(HIDE, encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-        env.update(AGENTEVAL_TEST_HIDE=hidden, HOME=str(folder), PY_COLORS="0")
+        env = {**os.environ, "AGENTEVAL_TEST_HIDE": hidden}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
         paths = [str(REPO / arg) if arg.startswith("tests/") else arg for arg in args]
-        command = [sys.executable, "-m", "pytest", f"--basetemp={folder / 'basetemp'}", *paths]
-        started = time.monotonic()
-        done = subprocess.run(
-            [*command, "-rs", "-p", "no:cacheprovider", "-n", "0"],
-            cwd=folder,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        lines = done.stdout.splitlines(), done.stderr.splitlines()
-        results[name] = pytest.RunResult(done.returncode, *lines, time.monotonic() - started)
+        results[name] = run_in_a_process(folder, *paths, "-rs", "-p", "no:cacheprovider", "-n", "0", env=env)
     return results
 
 

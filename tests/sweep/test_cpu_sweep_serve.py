@@ -10,18 +10,14 @@ docs/sweeps.md's doc-tested block, every CPU server at once tests/serving/test_s
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from pytest_agenteval.models import embedded_model_path
-from tests.conftest import link_or_copy, read_results
+from tests.conftest import link_or_copy, read_results, run_in_a_process
 
 ROOT = Path(__file__).resolve().parents[2]
 POST = '"POST /v1/chat/completions HTTP/1.1" 200'
@@ -79,21 +75,7 @@ def sweep(
     (folder / "ckpts").mkdir()
     link_or_copy(agenteval_gguf_lora, folder / "ckpts" / "lora-step-200.gguf")
     link_or_copy(agenteval_perturbed_gguf, folder / "ckpts" / "other.gguf")
-    # as pytester's subprocess runs: no outer options, no user config, no colours
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "TOX_ENV_DIR")}
-    env.update(HOME=str(folder), USERPROFILE=str(folder), PY_COLORS="0")
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", f"--basetemp={folder / 'basetemp'}", *_args(NO_WORSE, xdist=True)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    result = pytest.RunResult(
-        done.returncode, done.stdout.splitlines(), done.stderr.splitlines(), time.monotonic() - started
-    )
+    result = run_in_a_process(folder, *_args(NO_WORSE, xdist=True))
     out = folder / "sweep"
     logs = {p.name: p.read_text() for p in sorted(out.glob("server-*.log"))}
     return Sweep(folder, result, logs, [p.name for p in out.glob(".agenteval-serve-*")])
