@@ -222,6 +222,13 @@ def as_a_process(
                 del sys.modules[name]
 
 
+def forget_the_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose controller is this process: when the test itself runs in an xdist worker,
+    its PYTEST_XDIST_* variables would make the plugin take the controller for a worker."""
+    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(variable, raising=False)
+
+
 def run_in_a_process(
     folder: Path, *args: str, env: Mapping[str, str] | None = None, timeout: float = 600
 ) -> pytest.RunResult:

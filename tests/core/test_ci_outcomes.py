@@ -12,7 +12,7 @@ import pytest
 
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
+from tests.conftest import SUITE_FILE, TINY_PROBLEMS, forget_the_xdist_worker, write_jsonl
 
 # problem 0 solved, problem 1 unsolved
 HALF = {"What is 30 + 40?": "\\boxed{70}", "What is 12 * 49?": "\\boxed{1}"}
@@ -52,8 +52,7 @@ def _result(case) -> str:
 def test_junit_the_terminal_and_the_exit_status_agree(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xunit2, gate: str, workers: str
 ) -> None:
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    forget_the_xdist_worker(monkeypatch)  # when this test runs in an xdist worker itself
     monkeypatch.setattr(registry, "_instances", {})  # the run is in this process: no earlier run's suites
     pytester.makepyfile(test_tiny=SUITE_FILE)
     data = write_jsonl(pytester.path / "tiny.jsonl", TINY_PROBLEMS[:2])

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import TINY_PROBLEMS, write_jsonl
+from tests.conftest import TINY_PROBLEMS, forget_the_xdist_worker, write_jsonl
 
 # problem 0 (30 + 40) is always solved; problem 1 (12 * 49) too when the row says so
 SOLVED = {"What is 30 + 40?": "\\boxed{70}", "What is 12 * 49?": "\\boxed{588}"}
@@ -273,8 +273,7 @@ def test_exit_status(
     status: int,
 ) -> None:
     row = ROWS[name]
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    forget_the_xdist_worker(monkeypatch)  # when this test runs in an xdist worker itself
     # the run is in this process: the suites an earlier run collected here are not this one's
     # (a remembered `mymath` would hide that the controller cannot import the suite module)
     monkeypatch.setattr(registry, "_instances", {})

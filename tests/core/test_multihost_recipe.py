@@ -21,7 +21,7 @@ import pytest
 from pytest_agenteval.config.options import OPTIONS
 from pytest_agenteval.plugin import remote_args
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
+from tests.conftest import TINY_PROBLEMS, forget_the_xdist_worker, read_results, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "distributed.md"
@@ -78,8 +78,7 @@ def test_the_docs_recipe_runs_as_written(
 ) -> None:
     # the controller in this process (its workers are processes of their own, in their own
     # folders): not taken for an xdist worker when this test runs in one
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)
+    forget_the_xdist_worker(monkeypatch)
     suite = pytester.mkdir("suites") / "aime25"
     suite.mkdir()
     (suite / SUITE.name).write_text(SUITE.read_text(encoding="utf-8"), encoding="utf-8")

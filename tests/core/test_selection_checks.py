@@ -17,7 +17,7 @@ from pytest_agenteval.output.gate import GateError, check_metric_name, check_pas
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.tasks.registry import KNOWN_METRICS
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import SUITE_FILE, TINY_PROBLEMS, write_jsonl
+from tests.conftest import SUITE_FILE, TINY_PROBLEMS, forget_the_xdist_worker, write_jsonl
 from tests.core.test_compare import records
 
 # -- which options apply ----------------------------------------------------------------
@@ -294,8 +294,7 @@ def _run(pytester: pytest.Pytester, server: OpenAITestServer, workers: str, *arg
 
 @pytest.fixture
 def suite_dir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    forget_the_xdist_worker(monkeypatch)  # when this test runs in an xdist worker itself
     monkeypatch.setattr(registry, "_instances", {})  # the runs are in this process: no earlier run's suites
     pytester.makepyfile(test_tiny=SUITE_FILE)
     return pytester

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_agenteval.plugin.steal_scheduler import PaidOnceStealing
-from tests.conftest import write_jsonl
+from tests.conftest import forget_the_xdist_worker, write_jsonl
 
 
 class FakeNode:
@@ -288,8 +288,7 @@ NODEIDS = [f"test_plain.py::test_one[{i}]" for i in range(8)]
 def _not_a_worker_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """The runs' controller is this process (its workers are processes of their own): when
     this test runs in an xdist worker itself, the conftest must not take it for one."""
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)
+    forget_the_xdist_worker(monkeypatch)
 
 
 def run_plain(pytester: pytest.Pytester, conftest: str, *args: str) -> pytest.RunResult:

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_agenteval.tasks import registry
 from pytest_agenteval.testing import OpenAITestServer, ServerConfig
-from tests.conftest import TINY_PROBLEMS, read_results, write_jsonl
+from tests.conftest import TINY_PROBLEMS, forget_the_xdist_worker, read_results, write_jsonl
 
 SUITE = """
 import os
@@ -39,8 +39,7 @@ def _run(
     *args: str,
     gate: str = "mymath.average_at_n >= 0.5",
 ) -> pytest.RunResult:
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)  # when this test runs in an xdist worker itself
+    forget_the_xdist_worker(monkeypatch)  # when this test runs in an xdist worker itself
     # the run is in this process (xdist's workers are processes of their own anyway): no suite
     # an earlier run collected here may stand in for one the controller cannot import
     monkeypatch.setattr(registry, "_instances", {})

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pytest_agenteval.tasks.gaia import load_gaia
-from tests.conftest import read_results, write_jsonl
+from tests.conftest import forget_the_xdist_worker, read_results, write_jsonl
 from tests.gaia import make_synthetic
 
 SUITE = """
@@ -116,8 +116,7 @@ def test_no_access_skips_with_one_line(gaia: pytest.Pytester, monkeypatch, args:
 def test_a_missing_gaia_path_is_a_usage_error(gaia: pytest.Pytester, monkeypatch, workers: str) -> None:
     """A typo in --gaia-path stops the run at start-up, as --dataset-path does; it used to
     skip every item with exit status 0."""
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(variable, raising=False)
+    forget_the_xdist_worker(monkeypatch)
     result = run(gaia, "--gaia-path=GAIA-typo", "-n", workers)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in result.errlines if line.startswith("ERROR")] == [
