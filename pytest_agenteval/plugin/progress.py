@@ -344,9 +344,10 @@ class ProgressDisplay:
 class XdistStatus:
     """xdist's status line under our scheduler, which starts at the first worker's
     collection: xdist then showed `collecting: 1/2 workers` and left it on screen, and a
-    later worker's collection redrew the status over the row of result letters. Here the
-    first collection stands for all (the scheduler compares every later one with it and
-    fails the run on a difference), and later ones redraw nothing."""
+    later worker's `ready` or collection redrew the status (a carriage return and the
+    line) over the row of result letters. Here the first collection stands for all (the
+    scheduler compares every later one with it and fails the run on a difference): its
+    status is drawn once, as xdist's final one, and nothing is redrawn after it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -357,19 +358,17 @@ class XdistStatus:
         dsession = self.config.pluginmanager.get_plugin("dsession")
         trdist = getattr(dsession, "trdist", None)
         specs = getattr(getattr(dsession, "nodemanager", None), "specs", None)
-        if trdist is None or not specs:
-            return
-        if self.collected:
-            if not getattr(trdist, "agenteval_quiet", False):
-                setstatus = trdist.setstatus
-                trdist.setstatus = lambda *args, **kwargs: setstatus(*args, **{**kwargs, "show": False})
-                trdist.agenteval_quiet = True
+        if trdist is None or not specs or self.collected:
             return
         self.collected = True
         from xdist.dsession import WorkerStatus
 
-        for spec in specs:
-            trdist.setstatus(spec, WorkerStatus.CollectionDone, tests_collected=len(ids), show=False)
+        for i, spec in enumerate(specs, 1):
+            trdist.setstatus(
+                spec, WorkerStatus.CollectionDone, tests_collected=len(ids), show=i == len(specs)
+            )
+        setstatus = trdist.setstatus  # xdist's own call for this collection follows: not shown either
+        trdist.setstatus = lambda *args, **kwargs: setstatus(*args, **{**kwargs, "show": False})
 
 
 def parse_mode(mode: str) -> float | None:

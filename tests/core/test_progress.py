@@ -104,12 +104,49 @@ def test_the_line_is_redrawn_in_place_while_items_run(
     assert max(flight for _, flight in drawn) == (2 if workers else 1)  # --concurrency per endpoint
     assert done == sorted(done) and "\b" in raw
     final = screen(raw)
+    shown = "\n".join(final)  # the whole screen where an assertion fails
     dots = [line for line in final if re.fullmatch(r"(test_tiny\.py )?[.F]{4} +\[100%\]", line)]
-    assert len(dots) == 1, final  # erased before pytest's own output: nothing of it left on screen
-    assert not any("tok/s" in line for line in final)
+    assert len(dots) == 1, shown  # erased before pytest's own output: nothing of it left on screen
+    assert "tok/s" not in shown, shown
     if workers:  # xdist's status line is its final one, as without the plugin
-        shown = "\n".join(final)
         assert "2 workers [4 items]" in final and "collecting" not in shown, shown
+
+
+# Our scheduler starts the first worker at its collection, so a slow worker's `ready` and
+# collection come while result letters are being written; xdist redrew its status over
+# them (`\rready: 2/2 workers`), as the CI machine under load saw once. Here gw1 starts
+# only after the controller has reported an item (gw0's).
+def test_a_late_worker_draws_no_status_over_the_letters(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:
+    first = aime_suite.path / "one-reported"
+    aime_suite.makeconftest(
+        f"""
+        import time
+        from pathlib import Path
+
+        FIRST = Path({str(first)!r})
+        CONTROLLER = []
+
+        def pytest_configure(config):  # before this worker says it is ready
+            if not hasattr(config, "workerinput"):
+                CONTROLLER.append(True)
+            elif config.workerinput["workerid"] == "gw1":
+                deadline = time.monotonic() + 60
+                while not FIRST.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+
+        def pytest_runtest_logfinish(nodeid, location):
+            if CONTROLLER:  # its letter is written
+                FIRST.touch()
+        """
+    )
+    with _server(100) as server:
+        raw = run_in_terminal(aime_suite, tiny_aime, server.url, "-n", "2", "--concurrency=2")
+    assert first.exists()
+    final = screen(raw)
+    shown = "\n".join(final)
+    dots = [line for line in final if re.fullmatch(r"[.F]{4} +\[100%\]", line)]
+    assert len(dots) == 1 and "2 workers [4 items]" in final, shown
+    assert not re.search("ready|collecting|initialized", shown), shown
 
 
 # 0.15 s a generation: the line would be drawn at once (the timer starts with a draw on a
