@@ -302,6 +302,15 @@ class ProgressDisplay:
 
     @pytest.hookimpl(wrapper=True, trylast=True)  # inside the terminal's: off before its [100%]
     def pytest_runtestloop(self, session: pytest.Session) -> Iterator[Any]:
+        dsession = self.config.pluginmanager.get_plugin("dsession")
+        if dsession is not None:  # its lines outside hooks: `replacing crashed worker gw0`
+            report_line = dsession.report_line
+
+            def paused_report_line(line: str) -> None:
+                with self.paused():
+                    report_line(line)
+
+            dsession.report_line = paused_report_line
         self.thread.start()
         try:
             return (yield)
@@ -342,12 +351,13 @@ class ProgressDisplay:
 
 
 class XdistStatus:
-    """xdist's status line under our scheduler, which starts at the first worker's
-    collection: xdist then showed `collecting: 1/2 workers` and left it on screen, and a
-    later worker's `ready` or collection redrew the status (a carriage return and the
-    line) over the row of result letters. Here the first collection stands for all (the
-    scheduler compares every later one with it and fails the run on a difference): its
-    status is drawn once, as xdist's final one, and nothing is redrawn after it."""
+    """xdist's status line under our scheduler (`--dist load`, `-n`'s default), which
+    starts at the first worker's collection: xdist then showed `collecting: 1/2 workers`
+    and left it on screen, and a later worker's `ready` or collection redrew the status (a
+    carriage return and the line) over the row of result letters. Here the first
+    collection stands for all (the scheduler compares every later one with it and fails
+    the run on a difference): its status is drawn once, as xdist's final one, and nothing
+    is redrawn after it."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -391,7 +401,7 @@ def install(config: pytest.Config, runtime: Any, evaluating: bool, mode: str) ->
     """Start the progress line's part on this process: `mode` is auto, off or SECONDS."""
     every_s = parse_mode(mode)
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None:  # its hook is called under xdist only
+    if workerinput is None and config.getoption("dist", None) == "load":  # our scheduler's mode
         config.pluginmanager.register(XdistStatus(config), "agenteval-xdist-status")
     if workerinput is not None:
         if workerinput.get(WORKER_KEY):

@@ -117,7 +117,7 @@ def test_the_line_is_redrawn_in_place_while_items_run(
 # them (`\rready: 2/2 workers`), as the CI machine under load saw once. Here gw1 starts
 # only after the controller has reported an item (gw0's).
 def test_a_late_worker_draws_no_status_over_the_letters(aime_suite: pytest.Pytester, tiny_aime: Path) -> None:
-    first = aime_suite.path / "one-reported"
+    first, waited = aime_suite.path / "one-reported", aime_suite.path / "gw1-waited"
     aime_suite.makeconftest(
         f"""
         import time
@@ -133,6 +133,8 @@ def test_a_late_worker_draws_no_status_over_the_letters(aime_suite: pytest.Pytes
                 deadline = time.monotonic() + 60
                 while not FIRST.exists() and time.monotonic() < deadline:
                     time.sleep(0.05)
+                if FIRST.exists():
+                    Path({str(waited)!r}).touch()
 
         def pytest_runtest_logfinish(nodeid, location):
             if CONTROLLER:  # its letter is written
@@ -141,12 +143,34 @@ def test_a_late_worker_draws_no_status_over_the_letters(aime_suite: pytest.Pytes
     )
     with _server(100) as server:
         raw = run_in_terminal(aime_suite, tiny_aime, server.url, "-n", "2", "--concurrency=2")
-    assert first.exists()
+    assert waited.exists()  # gw1 came after a reported item, not after its 60 s deadline
     final = screen(raw)
     shown = "\n".join(final)
     dots = [line for line in final if re.fullmatch(r"[.F]{4} +\[100%\]", line)]
     assert len(dots) == 1 and "2 workers [4 items]" in final, shown
     assert not re.search("ready|collecting|initialized", shown), shown
+
+
+# A worker that dies mid-item: xdist writes `replacing crashed worker gw0` outside every
+# hook, where the progress line sat after the letters and stayed on screen.
+def test_a_crashed_worker_s_line_leaves_no_progress_line_behind(
+    aime_suite: pytest.Pytester, tiny_aime: Path
+) -> None:
+    aime_suite.makeconftest(
+        """
+        import os
+
+        def pytest_runtest_call(item):
+            if item.name == "test_aime25[1]":
+                os._exit(3)
+        """
+    )
+    with _server(400) as server:
+        raw = run_in_terminal(aime_suite, tiny_aime, server.url, "-n", "2", "--concurrency=2")
+    final = screen(raw)
+    shown = "\n".join(final)
+    assert re.search(r"^replacing crashed worker gw[01]$", shown, re.MULTILINE), shown
+    assert "tok/s" not in shown and "2 workers [4 items]" in final, shown
 
 
 # 0.15 s a generation: the line would be drawn at once (the timer starts with a draw on a
