@@ -20,9 +20,11 @@ def offline_requested() -> bool:
     )
 
 
-def hub_unreachable(timeout: float = PROBE_TIMEOUT_S) -> str | None:
+def hub_unreachable(timeout: float | None = None) -> str | None:
     """None when the hub endpoint answers HTTP at all (any status); else why not, in a
-    few words. Proxies from the environment are used, as the datasets library uses them."""
+    few words. Proxies from the environment are used, as the datasets library uses them.
+    `timeout`: PROBE_TIMEOUT_S, read when it asks."""
+    timeout = PROBE_TIMEOUT_S if timeout is None else timeout
     endpoint = os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
     try:
         urllib.request.urlopen(
