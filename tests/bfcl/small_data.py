@@ -7,6 +7,7 @@ conversations are copied whole. Passed to a run as `--bfcl-data-dir`."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -18,7 +19,7 @@ FORMAT = "BFCL_v4_format_sensitivity.json"
 
 def _head(path: Path, count: int) -> list[str]:
     with path.open(encoding="utf-8") as handle:
-        return [line.rstrip("\n") for line in handle if line.strip()][:count]
+        return list(itertools.islice((line.rstrip("\n") for line in handle if line.strip()), count))
 
 
 def small_bfcl_data(dest: Path, per_file: int = 5) -> Path:
