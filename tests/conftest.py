@@ -339,6 +339,17 @@ def replay_rows(texts: dict[int, Sequence[str]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
+def small_bfcl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of each installed BFCL data file's first 5 entries (tests/bfcl/small_data.py),
+    made once a session (each xdist worker its own), read and never changed by the tests that
+    pass it as `--bfcl-data-dir`: their runs select items among those, and each process they
+    start parses and collects the copy, not all 10,306 entries."""
+    from tests.bfcl.small_data import small_bfcl_data
+
+    return small_bfcl_data(tmp_path_factory.mktemp("bfcl-small") / "data")
+
+
+@pytest.fixture(scope="session")
 def llama_server() -> Any:
     """A real `python -m llama_cpp.server` with the embedded gguf, on a free port."""
     import socket

@@ -10,7 +10,6 @@ import pytest
 
 from pytest_agenteval.testing import BatchConfig
 from tests.batch.conftest import ledger, metrics, run_against
-from tests.bfcl.small_data import small_bfcl_data
 
 pytest.importorskip("tree_sitter", reason="BFCL java/javascript decoding needs: pip install -e '.[bfcl]'")
 # Imported here, outside the in-process runs: pytester drops what a run imported when it
@@ -32,33 +31,30 @@ ANSWERS = {"triangle": "[calculate_triangle_area(base=10, height=5)]"}
 XDIST = [pytest.param((), id="one-process"), pytest.param(("-n", "2"), id="xdist")]
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The items these runs select are each file's first: every run (in this process and in
-    each xdist worker) parses and collects a small copy of the BFCL data, not 10,306 entries."""
-    return small_bfcl_data(tmp_path_factory.mktemp("bfcl") / "data")
-
-
 def run(
     pytester: pytest.Pytester, server: Any, data: Path, *args: str, out: str
 ) -> tuple[pytest.RunResult, dict]:
+    """The items these runs select are each file's first: every run (in this process and in
+    each xdist worker) parses and collects the small copy of the BFCL data (`data`)."""
     return run_against(pytester, server, f"--bfcl-data-dir={data}", *args, cache=f"{out}-cache", out=out)
 
 
 @pytest.mark.parametrize("workers", XDIST)
 def test_a_single_turn_category_through_a_batch_scores_as_a_live_run(
-    pytester: pytest.Pytester, agenteval_openai_server_factory, data: Path, workers
+    pytester: pytest.Pytester, agenteval_openai_server_factory, small_bfcl_dir: Path, workers
 ) -> None:
     pytester.makepyfile(test_bfcl=SUITE)
     selection = ("-m", "simple_python", "--limit=3")
     # the live reference in one process either way: what xdist changes is the batch run's
     # path (its workers' requests through one batch), not the live scores it is held to
     live_server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]")
-    live, live_summary = run(pytester, live_server, data, *selection, out="live.jsonl")
+    live, live_summary = run(pytester, live_server, small_bfcl_dir, *selection, out="live.jsonl")
     live.assert_outcomes(passed=1, failed=2)
 
     server = agenteval_openai_server_factory(answers=ANSWERS, answer="[no_call()]", batch=BatchConfig())
-    result, summary = run(pytester, server, data, "--batch", *selection, *workers, out="batch.jsonl")
+    result, summary = run(
+        pytester, server, small_bfcl_dir, "--batch", *selection, *workers, out="batch.jsonl"
+    )
     result.assert_outcomes(passed=1, failed=2)
     assert server.stats()["total_requests"] == 0
     assert server.stats()["batch"]["batches_created"] == 1
@@ -71,12 +67,12 @@ def test_a_single_turn_category_through_a_batch_scores_as_a_live_run(
 
 @pytest.mark.parametrize("workers", XDIST)
 def test_a_multi_turn_category_refuses_batch_at_start_up(
-    pytester: pytest.Pytester, agenteval_openai_server_factory, data: Path, workers
+    pytester: pytest.Pytester, agenteval_openai_server_factory, small_bfcl_dir: Path, workers
 ) -> None:
     pytester.makepyfile(test_bfcl=SUITE)
     server = agenteval_openai_server_factory()
     selection = ("-m", "simple_python or multi_turn_base", "--limit-per-category=1", *workers)
-    result, _ = run(pytester, server, data, "--batch", *selection, out="r.jsonl")
+    result, _ = run(pytester, server, small_bfcl_dir, "--batch", *selection, out="r.jsonl")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,6 @@ from pytest_agenteval.testing._render import estimate_prompt_tokens
 from tests._oracle import require_oracle
 from tests.bfcl.entries_guard import bfcl_entries_frozen  # noqa: F401 (parsed once, out of the collector's sight)
 from tests.bfcl.mt_script import GroundTruthModel
-from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -124,7 +124,7 @@ def _official_agrees(root) -> None:
     ("style", "workers"), [("llama-server", "2"), ("vllm", "0")], ids=["llama-server", "vllm"]
 )
 def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_counts_what_was_spent(
-    bfcl: pytest.Pytester, selected, style: str, workers: str
+    bfcl: pytest.Pytester, selected, style: str, workers: str, small_bfcl_dir: Path
 ) -> None:
     """The first request of every entry fits; the conversation then outgrows the context."""
     first = max(estimate_prompt_tokens({"messages": prompt_messages(e)}) for e in selected)
@@ -132,7 +132,7 @@ def test_a_server_refusing_the_grown_conversation_gives_inference_errors_and_cou
     config = ServerConfig(script=GroundTruthModel(selected), context_tokens=context, context_style=style)
     # under xdist, each worker parses and collects a copy of each data file's first 5 entries
     # (the first of each category is selected), not all 10,306
-    data = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if workers != "0" else []
+    data = [f"--bfcl-data-dir={small_bfcl_dir}"] if workers != "0" else []
     with OpenAITestServer(config) as server:
         result = bfcl.runpytest(
             *SELECT,

@@ -10,12 +10,11 @@ import os
 from pathlib import Path
 
 from tests._oracle import require_oracle
-from tests.bfcl.small_data import small_bfcl_data
 
 VENV = Path(os.environ.get("BFCL_EVAL_VENV", "/nonexistent"))
 
 
-def test_bfcl_evaluate_scores_a_fresh_export_exactly_as_we_do(tmp_path: Path, monkeypatch) -> None:
+def test_bfcl_evaluate_scores_a_fresh_export_exactly_as_we_do(tmp_path: Path, monkeypatch, request) -> None:
     if not (VENV / "bin" / "bfcl").exists():
         require_oracle("set BFCL_EVAL_VENV to a venv with bfcl-eval (see the docstring)")
     if importlib.util.find_spec("tree_sitter") is None:
@@ -27,8 +26,8 @@ def test_bfcl_evaluate_scores_a_fresh_export_exactly_as_we_do(tmp_path: Path, mo
     # our run selects these 4 items a category, each among its file's first 5: it reads them
     # from a copy of those (not all 10,306 entries parsed and collected); bfcl evaluate reads
     # its own installed data. 5, not 4: the export's command keeps --partial-eval (4 of 5)
-    data = small_bfcl_data(tmp_path / "bfcl-data")
-    monkeypatch.setenv("PYTEST_ADDOPTS", f"--bfcl-data-dir={data}")
+    small = request.getfixturevalue("small_bfcl_dir")  # past the oracle check: it needs bfcl-eval
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--bfcl-data-dir={small}")
     replay = tmp_path / "replay.jsonl"
     replay.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
     summary = our_run(tmp_path, replay, [r["problem_id"] for r in rows])

@@ -3,10 +3,11 @@ version is one start-up line, an evaluation of BFCL only."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_agenteval.tasks.bfcl_pin import VERIFIED_BFCL_EVAL, bfcl_eval_version, version_warning
-from tests.bfcl.small_data import small_bfcl_data
 
 BFCL_SUITE = """
 from pytest_agenteval.tasks.bfcl.suite import Bfcl
@@ -62,15 +63,20 @@ def _another_version_first_on_the_path(pytester: pytest.Pytester, monkeypatch: p
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["n0", "n2"])
 def test_another_version_is_one_start_up_line_on_a_bfcl_run(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str], small_bfcl_dir: Path
 ) -> None:
     pytester.makepyfile(test_bfcl=BFCL_SUITE)
     _another_version_first_on_the_path(pytester, monkeypatch)
     # the line is about the installed package, not its data: each process collects a small
     # copy of the data instead of parsing and collecting all 10,306 entries
-    data = small_bfcl_data(pytester.path / "data")
     result = pytester.runpytest_subprocess(
-        "--co", "-q", "-m", "simple_python", "--model-path=replay:none", f"--bfcl-data-dir={data}", *workers
+        "--co",
+        "-q",
+        "-m",
+        "simple_python",
+        "--model-path=replay:none",
+        f"--bfcl-data-dir={small_bfcl_dir}",
+        *workers,
     )
     result.stdout.fnmatch_lines(["*5/* tests collected*"])
     lines = [line for line in result.stdout.lines if "verified against" in line]

@@ -16,7 +16,6 @@ import pytest
 from pytest_agenteval.config.table import OPTIONS
 from pytest_agenteval.output.summary import RUN_LOCAL_FIELDS
 from tests._oracle import require_oracle
-from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import write_jsonl
 from tests.gaia import make_synthetic
 
@@ -44,12 +43,11 @@ def _bfcl(folder: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def runs(tmp_path_factory: pytest.TempPathFactory, small_bfcl_dir: Path) -> dict[str, Any]:
     folder = aime_folder(tmp_path_factory.mktemp("equality"))
     bfcl_items, bfcl_rows = _bfcl(folder)
     # the 7 items are among each file's first 5: every run (here and in each of the 5 xdist
-    # workers) parses and collects a small copy of the data, not all 10,306 entries
-    data = small_bfcl_data(folder / "bfcl-data")
+    # workers) parses and collects the small copy of the data, not all 10,306 entries
     from tests.suites.test_gaia_suite import SUITE as GAIA_SUITE
 
     (folder / "test_gaia.py").write_text(GAIA_SUITE)
@@ -66,7 +64,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "--dataset-path=tiny.jsonl",
         "--mode=text-only",
         f"--gaia-path={root}",
-        f"--bfcl-data-dir={data}",
+        f"--bfcl-data-dir={small_bfcl_dir}",
         "--model-path=replay:replay.jsonl",
     )
     gates = [f"--agenteval-gate={g}" for g in GATES]

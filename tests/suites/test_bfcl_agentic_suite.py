@@ -18,7 +18,6 @@ from tests.bfcl.entries_guard import (
 from tests.bfcl.memory_script import MemoryModel
 from tests.bfcl.search_script import SearchModel
 from tests.bfcl.search_server import SearchServer
-from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -54,18 +53,17 @@ def _question(entry) -> str:
 
 
 @_needs("MemoryAPI_kv", "MemoryAPI_rec_sum")
-def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(bfcl, tmp_path) -> None:
+def test_memory_kv_and_rec_sum_answer_from_the_memory_their_conversations_wrote(bfcl, small_bfcl_dir) -> None:
     root = find_data_dir()
     entries = [e for c in ("memory_kv", "memory_rec_sum") for e in load_agentic(root, c)[:3]]
     # the 3 questions a category are the memory file's first: each xdist worker parses and
-    # collects a copy of each file's first 5 entries (the scenarios' conversations whole),
-    # not all 10,306
-    data = small_bfcl_data(tmp_path / "bfcl-data")
+    # collects the small copy (each file's first 5 entries, the scenarios' conversations
+    # whole), not all 10,306
     with OpenAITestServer(ServerConfig(script=MemoryModel(entries))) as server:
         result = run(
             bfcl,
             f"--endpoint={server.url}",
-            f"--bfcl-data-dir={data}",
+            f"--bfcl-data-dir={small_bfcl_dir}",
             "-m",
             "memory",
             "--limit-per-category=3",

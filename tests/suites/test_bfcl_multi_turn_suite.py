@@ -5,6 +5,7 @@ checks, summary groups, replay, the official export."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,6 @@ from tests.bfcl.entries_guard import (
     bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
 )
 from tests.bfcl.mt_script import GroundTruthModel
-from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results
 
 SUITE = """
@@ -78,14 +78,14 @@ def shared_runs() -> dict:
 
 
 def scripted_run(
-    shared_runs: dict, bfcl: pytest.Pytester, selected, *args: str
+    shared_runs: dict, bfcl: pytest.Pytester, selected, small: Path, *args: str
 ) -> tuple[pytest.RunResult, pytest.Pytester]:
     """`run` against the GroundTruthModel on a fresh test server, shared by the tests that
     ask for the same arguments; returns the result and the folder that holds r.jsonl. Under
-    xdist, the selected items (each category's first two) come from a copy of each data
-    file's first 5 entries: each worker parses and collects those, not all 10,306."""
+    xdist, the selected items (each category's first two) come from `small`, the small copy
+    of the data: each worker parses and collects those, not all 10,306."""
     if args not in shared_runs:
-        more = [f"--bfcl-data-dir={small_bfcl_data(bfcl.path / 'bfcl-data')}"] if "-n" in args else []
+        more = [f"--bfcl-data-dir={small}"] if "-n" in args else []
         model = GroundTruthModel(selected, wrong=[WRONG])
         with OpenAITestServer(ServerConfig(script=model)) as server:
             shared_runs[args] = run(bfcl, server.url, *args, *more), bfcl
@@ -101,9 +101,9 @@ NATIVE = ("--bfcl-style=native", "--bfcl-export-dir=export")
 
 @pytest.mark.parametrize("args", [PROMPTING, NATIVE], ids=["prompting-xdist", "native"])
 def test_every_multi_turn_category_plays_and_scores(
-    bfcl: pytest.Pytester, selected, shared_runs, args
+    bfcl: pytest.Pytester, selected, shared_runs, small_bfcl_dir, args
 ) -> None:
-    result, folder = scripted_run(shared_runs, bfcl, selected, *args)
+    result, folder = scripted_run(shared_runs, bfcl, selected, small_bfcl_dir, *args)
     result.assert_outcomes(passed=7, failed=1)
     problems, (summary,) = read_results(folder.path / "r.jsonl")
     assert [p["problem_id"] for p in problems] == [e.id for e in selected]
@@ -117,9 +117,9 @@ def test_every_multi_turn_category_plays_and_scores(
 
 
 def test_records_show_each_turns_calls_results_and_check(
-    bfcl: pytest.Pytester, selected, shared_runs
+    bfcl: pytest.Pytester, selected, shared_runs, small_bfcl_dir
 ) -> None:
-    _, folder = scripted_run(shared_runs, bfcl, selected, *PROMPTING)
+    _, folder = scripted_run(shared_runs, bfcl, selected, small_bfcl_dir, *PROMPTING)
     problems, _ = read_results(folder.path / "r.jsonl")
     (problem,) = [p for p in problems if p["problem_id"] == "multi_turn_base_0"]
     generation = problem["generations"][0]
@@ -139,8 +139,10 @@ def test_records_show_each_turns_calls_results_and_check(
     assert line["result"][0][1] == "I have completed the request."
 
 
-def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, selected, shared_runs) -> None:
-    _, folder = scripted_run(shared_runs, bfcl, selected, *PROMPTING)
+def test_replay_rescores_a_multi_turn_results_file(
+    bfcl: pytest.Pytester, selected, shared_runs, small_bfcl_dir
+) -> None:
+    _, folder = scripted_run(shared_runs, bfcl, selected, small_bfcl_dir, *PROMPTING)
     again = bfcl.runpytest(
         "-p",
         "no:cacheprovider",
@@ -159,14 +161,16 @@ def test_replay_rescores_a_multi_turn_results_file(bfcl: pytest.Pytester, select
 
 @pytest.mark.parametrize("style", ["prompting", "native"])
 def test_the_official_evaluation_of_the_export_gives_our_scores(
-    bfcl: pytest.Pytester, selected, shared_runs, style
+    bfcl: pytest.Pytester, selected, shared_runs, small_bfcl_dir, style
 ) -> None:
     from pytest_agenteval.tasks.bfcl.export import export_model_name
     from tests.bfcl.official_evaluate import REQUIREMENTS, official_scores
 
     for module in REQUIREMENTS:
         pytest.importorskip(module)
-    _, folder = scripted_run(shared_runs, bfcl, selected, *(NATIVE if style == "native" else PROMPTING))
+    _, folder = scripted_run(
+        shared_runs, bfcl, selected, small_bfcl_dir, *(NATIVE if style == "native" else PROMPTING)
+    )
     _, (summary,) = read_results(folder.path / "r.jsonl")
     official = official_scores(
         folder.path / "export", export_model_name(style), list(MULTI_TURN_CATEGORIES), style == "native"

@@ -4,6 +4,7 @@ export of the official result files, progressive mode, the embedded model."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,6 @@ from tests.bfcl.entries_guard import (
     bfcl_entries_frozen,  # noqa: F401 (parsed once, out of the collector's sight)
     bfcl_entries_untouched,  # noqa: F401 (checks the shared entries at the end)
 )
-from tests.bfcl.small_data import small_bfcl_data
 from tests.conftest import read_results, write_jsonl
 
 SUITE = """
@@ -49,11 +49,11 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """`--bfcl-data-dir` of a copy of each data file's first 5 entries, for the runs whose
-    items are among those: each run collects those, not all 10,306 entries (the process keeps
-    both folders' parsed entries; `bfcl_entries_untouched` checks both)."""
-    return f"--bfcl-data-dir={small_bfcl_data(tmp_path_factory.mktemp('bfcl') / 'data')}"
+def small(small_bfcl_dir: Path) -> str:
+    """`--bfcl-data-dir` of the small copy, for the runs whose items are among its entries:
+    each run collects those, not all 10,306 (the process keeps both folders' parsed entries;
+    `bfcl_entries_untouched` checks both)."""
+    return f"--bfcl-data-dir={small_bfcl_dir}"
 
 
 @pytest.mark.parametrize(
